@@ -1,0 +1,91 @@
+// Communicator: one rank of a group. Collectives are enqueued on the caller's CUDA stream
+// (CUDA backend) or run synchronously on host buffers (CPU backend). Counts are in elements
+// and follow NCCL: reduce_scatter takes the per-rank output count, all_gather the per-rank
+// input count. In-place calls pass the same pointer for send and recv (for all_gather and
+// reduce_scatter the rank's slice of the full buffer, as in NCCL).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actorcc/error.hpp"
+#include "actorcc/options.hpp"
+#include "actorcc/types.hpp"
+#include "actorcc/unique_id.hpp"
+
+namespace actorcc {
+
+using Stream = void*;  // a cudaStream_t; nullptr = the legacy default stream
+
+// What the topology layer learnt about one rank (identical on every rank).
+struct PeerInfo {
+  int rank = -1;
+  std::string host_id;    // hostname + boot id, or ACTORCC_NODE_ID
+  std::string hostname;
+  int32_t pid = 0;
+  std::string gpu_uuid;   // "" when the rank has no GPU
+  std::string pci_bus_id; // "0000:18:00.0" style, "" when none
+  int node = -1;          // index of the node (by first appearance in rank order)
+  int local_rank = -1;    // index among the ranks on the same node
+  std::string visible_devices;  // CUDA_VISIBLE_DEVICES as the rank saw it ("(unset)" if unset)
+  std::string version;    // actorcc version string
+};
+
+class Communicator {
+ public:
+  // Joins the group described by `id` (see UniqueId::create) as `rank` of `world_size`.
+  // Blocks until every rank has joined or options.join_timeout expires (TimeoutError listing
+  // the missing ranks).
+  Communicator(const UniqueId& id, int rank, int world_size, const Options& options = {});
+  // vLLM-style: rank 0 hosts the root on host:port; the others connect to it.
+  static std::unique_ptr<Communicator> from_address(const std::string& host, uint16_t port, int rank,
+                                                    int world_size, const Options& options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept;
+  int world_size() const noexcept;
+  Backend backend() const noexcept;
+  int device() const noexcept;  // CUDA ordinal in this process, -1 on the CPU backend
+  const std::vector<PeerInfo>& peers() const noexcept;
+  int num_nodes() const noexcept;
+
+  void all_reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                  Stream stream = nullptr);
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, RedOp op,
+                      Stream stream = nullptr);
+  void all_gather(const void* send, void* recv, size_t send_count, DataType dtype,
+                  Stream stream = nullptr);
+  void broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                 Stream stream = nullptr);
+  void barrier(Stream stream = nullptr);
+
+  // Lets large or graph-captured calls on [ptr, ptr+bytes) skip the staging copy (CUDA
+  // backend; a no-op on the CPU backend). Collective: all ranks register in the same order.
+  void register_buffer(void* ptr, size_t bytes);
+  void deregister_buffer(void* ptr);
+
+  // Small-blob all-gather and barrier over the bootstrap network (host side, blocking).
+  std::vector<std::string> allgather_bytes(const std::string& blob);
+  void host_barrier();
+
+  // Makes every rank's pending and later calls fail with a RemoteError naming this rank.
+  void abort(const std::string& reason = "abort() called");
+  bool aborted() const noexcept;
+
+  // Which algorithm the planner would pick (for tools and tests).
+  std::string plan(Collective c, size_t bytes) const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* version() noexcept;
+
+}  // namespace actorcc

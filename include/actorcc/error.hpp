@@ -1,0 +1,64 @@
+// The exception hierarchy every public call may throw. Each error carries a code, the rank
+// that raised it and, for remote failures, the rank that caused it.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace actorcc {
+
+enum class ErrorCode : int {
+  Internal = 1,
+  InvalidArgument = 2,
+  Timeout = 3,
+  Remote = 4,     // another rank failed, aborted or vanished
+  System = 5,     // an OS call failed (socket, shm, ...)
+  Cuda = 6,       // a CUDA call failed
+  Unsupported = 7,
+};
+
+const char* to_string(ErrorCode c) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  // `rank` is the rank that observed the error (-1 when not yet known).
+  Error(ErrorCode code, const std::string& message, int rank = -1);
+  ErrorCode code() const noexcept { return code_; }
+  int rank() const noexcept { return rank_; }
+
+ private:
+  ErrorCode code_;
+  int rank_;
+};
+
+class InvalidArgument : public Error {
+ public:
+  explicit InvalidArgument(const std::string& m, int rank = -1) : Error(ErrorCode::InvalidArgument, m, rank) {}
+};
+class TimeoutError : public Error {
+ public:
+  explicit TimeoutError(const std::string& m, int rank = -1) : Error(ErrorCode::Timeout, m, rank) {}
+};
+// Another rank failed; culprit() names it (-1 when the root itself is gone).
+class RemoteError : public Error {
+ public:
+  RemoteError(const std::string& m, int culprit, int rank = -1)
+      : Error(ErrorCode::Remote, m, rank), culprit_(culprit) {}
+  int culprit() const noexcept { return culprit_; }
+
+ private:
+  int culprit_;
+};
+class SystemError : public Error {
+ public:
+  explicit SystemError(const std::string& m, int rank = -1) : Error(ErrorCode::System, m, rank) {}
+};
+class CudaError : public Error {
+ public:
+  explicit CudaError(const std::string& m, int rank = -1) : Error(ErrorCode::Cuda, m, rank) {}
+};
+class UnsupportedError : public Error {
+ public:
+  explicit UnsupportedError(const std::string& m, int rank = -1) : Error(ErrorCode::Unsupported, m, rank) {}
+};
+
+}  // namespace actorcc

@@ -1,0 +1,29 @@
+// UniqueId: the 128-byte token that lets ranks find and authenticate the group's root.
+// Like ncclUniqueId it is opaque, fixed-size and trivially copyable; unlike it, it carries a
+// 128-bit random token that the root checks on every join, and a printable form.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace actorcc {
+
+struct UniqueId {
+  static constexpr size_t kBytes = 128;
+  std::array<uint8_t, kBytes> bytes{};
+
+  // Creates an id and starts the group's root (a TCP listener thread) in this process; the
+  // process must outlive the group's start-up. `host` chooses the address peers connect to
+  // (default: ACTORCC_SOCKET_ADDR, else this host's first non-loopback IPv4, else 127.0.0.1);
+  // `port` 0 picks a free one.
+  static UniqueId create(const std::string& host = "", uint16_t port = 0);
+
+  // Printable form (hex, 256 chars) and its inverse; parse() throws InvalidArgument.
+  std::string to_string() const;
+  static UniqueId parse(const std::string& text);
+
+  bool operator==(const UniqueId&) const = default;
+};
+static_assert(sizeof(UniqueId) == UniqueId::kBytes, "UniqueId must stay 128 bytes");
+
+}  // namespace actorcc

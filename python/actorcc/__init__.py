@@ -1,0 +1,36 @@
+"""actorcc: collective communication for GPU actors.
+
+    import actorcc
+    uid = actorcc.UniqueId.create()            # once (its root runs in this process)
+    comm = actorcc.Communicator(uid, rank, world_size)   # on every rank, any order
+    comm.all_reduce(tensor)                    # torch / cupy / jax / numpy, via DLPack
+
+Errors: actorcc.Error and its subclasses InvalidArgumentError (also ValueError),
+TimeoutError (also the builtin TimeoutError), RemoteError (.rank = the failed rank),
+SystemCallError (also OSError), CudaError, UnsupportedError, InternalError.
+Ray: see actorcc.ray (create_group, the ray.util.collective backend).
+"""
+from ._actorcc import (  # noqa: F401
+    CudaError,
+    Error,
+    InternalError,
+    InvalidArgumentError,
+    RemoteError,
+    SystemCallError,
+    TimeoutError,
+    UniqueId,
+    UnsupportedError,
+    built_with_cuda,
+)
+from ._actorcc import version as _library_version
+from ._tensors import SUPPORTED_DTYPES  # noqa: F401
+from .communicator import Communicator, Work  # noqa: F401
+
+__version__ = _library_version()
+
+# TimeoutError is left out of __all__ so `from actorcc import *` does not shadow the builtin.
+__all__ = [
+    "UniqueId", "Communicator", "Work", "Error", "InvalidArgumentError", "RemoteError",
+    "SystemCallError", "CudaError", "UnsupportedError", "InternalError", "SUPPORTED_DTYPES",
+    "built_with_cuda",
+]

@@ -1,0 +1,386 @@
+"""actorcc.Communicator: one rank of a stateless group.
+
+A group is an object, not process-global state: a process may hold several, created in any
+order, and nothing here touches torch.distributed. Collectives take any DLPack tensor (torch,
+cupy, jax, numpy); torch tensors use a faster descriptor path.
+
+Stream semantics (CUDA backend): a call is enqueued on `stream` (default: the current stream of
+the tensor's framework, e.g. torch.cuda.current_stream()) and returns without waiting, as
+NCCL does; async_op=True additionally returns a Work whose event was recorded on that stream.
+CPU backend: a call returns when it is complete; async_op=True runs it on this communicator's
+worker thread (calls run in the order they were issued) and returns a Work.
+"""
+from __future__ import annotations
+
+import datetime
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from . import _tensors as T
+from ._actorcc import _Communicator, UniqueId
+
+__all__ = ["Communicator", "Work"]
+
+_OPS = T.OP_CODES
+_torch_dtypes = T._torch_dtypes
+_cur_stream = None  # torch._C._cuda_getCurrentRawStream, once torch has been seen
+
+
+def _torch_seen():
+    global _cur_stream
+    _cur_stream = T._torch_raw_stream
+
+
+T.on_torch_found.append(_torch_seen)
+
+
+def _seconds(v, name):
+    if v is None:
+        return None
+    if isinstance(v, datetime.timedelta):
+        v = v.total_seconds()
+    v = float(v)
+    if not v > 0:
+        raise T.invalid(f"{name} must be > 0 seconds, got {v}")
+    return v
+
+
+def _device_index(device):
+    """None | int | 'cuda:N' | 'cpu' | torch.device -> (ordinal or -1, backend override)."""
+    if device is None:
+        return -1, None
+    if isinstance(device, int):
+        return device, None
+    typ = getattr(device, "type", None)
+    if typ is not None:  # torch.device
+        if typ == "cpu":
+            return -1, "cpu"
+        return (device.index if device.index is not None else -1), None
+    s = str(device)
+    if s == "cpu":
+        return -1, "cpu"
+    if s.startswith("cuda"):
+        return (int(s.split(":", 1)[1]) if ":" in s else -1), None
+    raise T.invalid(f"device must be None, an int, 'cuda:N', 'cpu' or a torch.device, got {device!r}")
+
+
+class Work:
+    """Handle of an async_op=True call. wait() blocks until the result is ready and returns
+    it (re-raising the call's error); is_completed() polls."""
+
+    __slots__ = ("_future", "_event", "_result")
+
+    def __init__(self, result, future=None, event=None):
+        self._result = result
+        self._future = future
+        self._event = event
+
+    def wait(self, timeout=None):
+        if self._future is not None:
+            self._future.result(timeout)
+        elif self._event is not None:
+            self._event.synchronize()
+        return self._result
+
+    def is_completed(self):
+        if self._future is not None:
+            return self._future.done()
+        if self._event is not None:
+            return bool(self._event.query())
+        return True
+
+    def result(self, timeout=None):
+        return self.wait(timeout)
+
+    def exception(self, timeout=None):
+        """The call's exception (None if it succeeded); CPU backend only."""
+        return self._future.exception(timeout) if self._future is not None else None
+
+
+def _record_event(tensor, stream):
+    """A framework event recorded on `stream` (CUDA), or None where the tensor's framework
+    has none we can use (the Work then reports completion at once)."""
+    if T.is_torch(tensor):
+        torch = T._torch
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.ExternalStream(stream, device=tensor.device))
+        return ev
+    if T.module_root(tensor) == "cupy":
+        import cupy
+        ev = cupy.cuda.Event()
+        ev.record(cupy.cuda.ExternalStream(stream))
+        return ev
+    return None
+
+
+class Communicator:
+    """One rank of a group.
+
+    Communicator(uid, rank, world_size, device=None, timeout=None, join_timeout=None,
+                 backend="auto", *, algo="", checked=False, workspace_bytes=0)
+
+    uid: a UniqueId (or its str) made once by UniqueId.create() and handed to every rank.
+    device: CUDA ordinal as this process sees it (int, 'cuda:N', torch.device); None = the
+      current device. 'cpu' selects the CPU backend.
+    timeout: seconds (or timedelta) bounding every wait inside a call (default 300, or
+      ACTORCC_TIMEOUT_S). join_timeout: how long ranks may take to arrive (default 600, or
+      ACTORCC_JOIN_TIMEOUT_S). backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
+    The constructor blocks (without the GIL) until every rank has joined.
+    """
+
+    def __init__(self, uid, rank, world_size, device=None, timeout=None, join_timeout=None, backend="auto",
+                 *, algo="", checked=False, workspace_bytes=0):
+        if isinstance(uid, str):
+            uid = UniqueId.parse(uid)
+        dev, be = _device_index(device)
+        c = _Communicator(uid, int(rank), int(world_size), backend=be or backend, device=dev,
+                          timeout=_seconds(timeout, "timeout"), join_timeout=_seconds(join_timeout, "join_timeout"),
+                          algo=algo, checked=checked, workspace_bytes=workspace_bytes)
+        self._setup(c)
+
+    @classmethod
+    def from_address(cls, host, port, rank, world_size, device=None, timeout=None, join_timeout=None,
+                     backend="auto", *, algo="", checked=False, workspace_bytes=0):
+        """vLLM-style group: rank 0 hosts the root on host:port, the others connect to it
+        (retrying until join_timeout while rank 0 is not up yet)."""
+        dev, be = _device_index(device)
+        c = _Communicator.from_address(str(host), int(port), int(rank), int(world_size), backend=be or backend,
+                                       device=dev, timeout=_seconds(timeout, "timeout"),
+                                       join_timeout=_seconds(join_timeout, "join_timeout"),
+                                       algo=algo, checked=checked, workspace_bytes=workspace_bytes)
+        self = cls.__new__(cls)
+        self._setup(c)
+        return self
+
+    def _setup(self, c):
+        self._c = c
+        self._call = c.call
+        self._inplace = c.call_inplace
+        self._rank = c.rank
+        self._world = c.world_size
+        self._cpu = c.backend == "cpu"
+        self._device = c.device
+        self._executor = None  # CPU backend: created by the first async_op=True call
+        self._lock = threading.Lock()
+
+    # ---- properties -------------------------------------------------------------------
+    @property
+    def rank(self):
+        return self._rank
+
+    @property
+    def world_size(self):
+        return self._world
+
+    @property
+    def backend(self):
+        """'cpu' or 'cuda'."""
+        return self._c.backend
+
+    @property
+    def device(self):
+        """CUDA ordinal in this process; -1 on the CPU backend."""
+        return self._device
+
+    @property
+    def num_nodes(self):
+        return self._c.num_nodes
+
+    @property
+    def peers(self):
+        """Every rank's identity (host, pid, GPU UUID, PCI bus id, node, local rank, ...)."""
+        return self._c.peers
+
+    @property
+    def closed(self):
+        return self._c.closed
+
+    @property
+    def aborted(self):
+        return self._c.aborted
+
+    def plan(self, collective, nbytes):
+        """Name of the algorithm the planner would pick for `collective` of `nbytes`."""
+        return self._c.plan(collective, int(nbytes))
+
+    def __repr__(self):
+        return (f"<actorcc.Communicator rank {self._rank}/{self._world} backend={self._c.backend} "
+                f"device={self._device}{' closed' if self.closed else ''}>")
+
+    # ---- core -------------------------------------------------------------------------
+    def _arg(self, x, what, writable):
+        """The object handed to the extension for tensor x, and a dtype override."""
+        if T.is_torch(x):
+            return T.torch_desc(x, what, self._rank), -1
+        if writable:
+            T.check_mutable(x, what)
+        v = T.numpy_bf16_view(x)
+        if v is not None:
+            return v, 2
+        return x, -1
+
+    def _run(self, coll, tensor, out, op, root, stream, async_op, result):
+        rank = self._rank
+        if coll == T.BARRIER:
+            send = recv = None
+            override = -1
+            ref = None
+        else:
+            ref = tensor
+            in_place = out is None or out is tensor
+            send, override = self._arg(tensor, "tensor" if in_place else "input tensor", in_place)
+            if in_place:
+                recv = send
+            else:
+                recv, o2 = self._arg(out, "output tensor", True)
+                if o2 != override:
+                    raise T.invalid("dtype mismatch between input and output tensors", rank)
+        if stream is not None:
+            s = T.stream_handle(stream, self._rank)  # checked on the CPU backend too, where it is unused
+        elif self._cpu or ref is None:
+            s = 0
+        else:
+            s = T.current_stream(ref)
+        ex = self._executor
+        if not async_op:
+            if ex is None:
+                self._call(coll, send, recv, op, root, s, override, True)
+            else:  # keep issue order with the pending async calls
+                ex.submit(self._call(coll, send, recv, op, root, s, override, False).run).result()
+            return result
+        if self._cpu:
+            call = self._call(coll, send, recv, op, root, s, override, False)  # validated here
+            if ex is None:
+                ex = self._get_executor()
+            return Work(result, future=ex.submit(call.run))
+        self._call(coll, send, recv, op, root, s, override, True)
+        return Work(result, event=_record_event(ref, s) if ref is not None else None)
+
+    def _get_executor(self):
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"actorcc-r{self._rank}")
+            return self._executor
+
+    # ---- collectives ------------------------------------------------------------------
+    def all_reduce(self, tensor, op="sum", out=None, stream=None, async_op=False):
+        """Reduces `tensor` over all ranks, in place (or into `out`, same size and dtype).
+        Returns the result tensor, or a Work when async_op=True."""
+        opc = _OPS.get(op) if op.__class__ is str else None
+        if opc is None:
+            opc = T.parse_op(op, self._rank)
+        if (tensor.__class__ is T._torch_tensor and out is None and not async_op and self._executor is None):
+            # The hot path (eager torch, in place): inlined, one call into the extension.
+            code = _torch_dtypes.get(tensor.dtype)
+            if code is not None and tensor.is_contiguous():
+                if tensor.is_cuda:
+                    dev = tensor.get_device()
+                    s = (_cur_stream(dev) if _cur_stream is not None else T.current_stream(tensor)) \
+                        if stream is None else T.stream_handle(stream, self._rank)
+                    self._inplace(0, tensor.data_ptr(), tensor.numel(), code, 2, dev, opc, 0, s)
+                    return tensor
+        return self._run(T.ALL_REDUCE, tensor, out, opc, 0, stream, async_op, tensor if out is None else out)
+
+    def reduce_scatter(self, tensor, out=None, op="sum", stream=None, async_op=False):
+        """Reduces `tensor` (world_size * n elements) over all ranks; rank r receives the r-th
+        block of n. Without `out` a new tensor is returned (shape: dim 0 divided by world_size)."""
+        opc = T.OP_CODES.get(op) if type(op) is str else None
+        if opc is None:
+            opc = T.parse_op(op, self._rank)
+        if out is None:
+            out = T.empty(tensor, self._scatter_shape(tensor))
+        return self._run(T.REDUCE_SCATTER, tensor, out, opc, 0, stream, async_op, out)
+
+    def all_gather(self, tensor, out=None, stream=None, async_op=False):
+        """Concatenates every rank's `tensor` (rank order, along dim 0) into `out` of
+        world_size * n elements; without `out` a new tensor of the same framework is returned."""
+        if out is None:
+            shape = T.shape_of(tensor)
+            if shape is None:
+                raise T.invalid("all_gather: cannot tell the input's shape: pass out=", self._rank)
+            shape = (self._world * shape[0],) + shape[1:] if shape else (self._world,)
+            out = T.empty(tensor, shape)
+        return self._run(T.ALL_GATHER, tensor, out, 0, 0, stream, async_op, out)
+
+    def broadcast(self, tensor, root=0, out=None, stream=None, async_op=False):
+        """Copies root's `tensor` to every rank (in place, or into `out`)."""
+        root = int(root)
+        if not 0 <= root < self._world:
+            raise T.invalid(f"broadcast: root {root} is outside the group of {self._world}", self._rank)
+        return self._run(T.BROADCAST, tensor, out, 0, root, stream, async_op, tensor if out is None else out)
+
+    def barrier(self, stream=None, async_op=False):
+        """Waits until every rank has arrived (CUDA backend: on `stream`, the device waits)."""
+        if stream is None and not self._cpu:
+            stream = 0
+        return self._run(T.BARRIER, None, None, 0, 0, stream, async_op, None)
+
+    def _scatter_shape(self, tensor):
+        shape = T.shape_of(tensor)
+        if shape is None:
+            raise T.invalid("reduce_scatter: cannot tell the input's shape: pass out=", self._rank)
+        w = self._world
+        if shape and shape[0] % w == 0:
+            return (shape[0] // w,) + shape[1:]
+        n = 1
+        for d in shape:
+            n *= d
+        if n % w:
+            raise T.invalid(f"reduce_scatter: input of {n} elements does not split into {w} equal blocks",
+                            self._rank)
+        return (n // w,)
+
+    # ---- host side --------------------------------------------------------------------
+    def _host(self, fn, *args):
+        ex = self._executor
+        if ex is None:
+            return fn(*args)
+        return ex.submit(fn, *args).result()
+
+    def allgather_bytes(self, blob):
+        """Every rank's `blob` (bytes), as a list indexed by rank (over the bootstrap network)."""
+        return self._host(self._c.allgather_bytes, bytes(blob))
+
+    def host_barrier(self):
+        """A barrier of the host threads over the bootstrap network (no device involved)."""
+        self._host(self._c.host_barrier)
+
+    def register_buffer(self, tensor_or_ptr, nbytes=None):
+        """Lets large or graph-captured calls on this buffer skip the staging copy (CUDA
+        backend; no-op on CPU). Collective: every rank registers in the same order."""
+        if nbytes is None:
+            ptr, nbytes = T.nbytes(tensor_or_ptr)
+        else:
+            ptr = int(tensor_or_ptr)
+        self._host(self._c.register_buffer, ptr, int(nbytes))
+
+    def deregister_buffer(self, tensor_or_ptr):
+        ptr = int(tensor_or_ptr) if isinstance(tensor_or_ptr, int) else T.nbytes(tensor_or_ptr)[0]
+        self._host(self._c.deregister_buffer, ptr)
+
+    def abort(self, reason="abort() called"):
+        """Makes every rank's pending and later calls fail with a RemoteError naming this rank.
+        Safe to call from another thread while a call is blocked."""
+        self._c.abort(str(reason))
+
+    def close(self):
+        """Finishes pending async calls, then leaves the group. Idempotent."""
+        ex = self._executor
+        if ex is not None:
+            ex.shutdown(wait=True)
+            self._executor = None
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        # Leaving the block on an error: tell the other ranks now instead of letting them wait
+        # for their timeout.
+        if exc is not None and not self.closed:
+            try:
+                self.abort(f"rank {self._rank} left its `with` block on {exc_type.__name__}: {exc}")
+            except Exception:
+                pass
+        self.close()
+        return False

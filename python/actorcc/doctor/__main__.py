@@ -1,0 +1,104 @@
+"""actorcc-doctor command line (also `python -m actorcc.doctor`).
+
+Exit status: 0 when no finding is an error (or a warning, with --fail-on warn), 1 otherwise,
+2 for bad usage; so it can gate a job.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import report as report_mod
+from . import rules
+
+SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split(","):
+        part = part.strip().upper().rstrip("B")
+        mult = SIZE_SUFFIX.get(part[-1:], 1)
+        out.append(int(float(part.rstrip("KMG")) * mult))
+    return tuple(out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="actorcc-doctor",
+        description="Diagnose NCCL/CUDA set-ups of GPU actors: masked or permuted GPUs, NCCL "
+                    "versions and settings, NVLink/NVSwitch, VMM fd sharing; with --rank/--world "
+                    "every rank runs it and the ranks are compared.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-vmm", action="store_true", help="skip the VMM POSIX-fd sharing probe")
+    p.add_argument("--torch", action="store_true", help="import torch to ask which NCCL it uses")
+    p.add_argument("--facts", metavar="FILE", help="evaluate the facts of a saved --json report")
+    p.add_argument("--fail-on", choices=("error", "warn"), default="error",
+                   help="lowest severity that makes the exit status 1 (default: error)")
+    p.add_argument("--list-rules", action="store_true", help="print the rules and exit")
+    g = p.add_argument_group("group mode (run once per rank)")
+    g.add_argument("--uid", help="the group's UniqueId (hex); 'create' makes one here, prints it "
+                                 "to stderr and joins with it")
+    g.add_argument("--address", help="host:port of rank 0, which hosts the group (instead of --uid)")
+    g.add_argument("--rank", type=int)
+    g.add_argument("--world", type=int)
+    g.add_argument("--no-bandwidth", action="store_true", help="skip the all-reduce bandwidth probe")
+    g.add_argument("--bw-sizes", type=_sizes, help="bandwidth probe sizes, e.g. 1M,256M")
+    return p
+
+
+def _exit_status(report: dict, fail_on: str) -> int:
+    s = report["summary"]
+    return 1 if s["error"] or (fail_on == "warn" and s["warn"]) else 0
+
+
+def _from_file(path: str) -> dict:
+    with open(path) as fh:
+        data = json.load(fh)
+    facts = data.get("facts", data)
+    if facts.get("mode") == "group":
+        return report_mod.build("group", rules.evaluate_group(facts), facts)
+    return report_mod.build("local", rules.evaluate_local(facts), facts)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.list_rules:
+        for r in rules.RULES:
+            print(f"{r.severity:<5} {r.scope:<5} {r.id:<28} {r.title}")
+            for s in r.sources:
+                print(f"{'':40}{s}")
+        return 0
+    grouped = args.uid is not None or args.address is not None
+    if grouped and (args.rank is None or args.world is None):
+        print("actorcc-doctor: group mode needs --rank and --world", file=sys.stderr)
+        return 2
+    torch_mode = "import" if args.torch else "if-loaded"
+    if args.facts:
+        rep = _from_file(args.facts)
+    elif grouped:
+        from . import group
+        uid = args.uid
+        if uid == "create":
+            uid = group.create_unique_id()
+            print(f"actorcc-doctor: --uid {uid}", file=sys.stderr, flush=True)
+        comm = group.make_communicator(args.rank, args.world, uid=uid, address=args.address)
+        rep = group.run(comm, bandwidth=not args.no_bandwidth, sizes=args.bw_sizes,
+                        vmm=not args.no_vmm, torch_mode=torch_mode)
+    else:
+        from . import local
+        rep = local(vmm=not args.no_vmm, torch_mode=torch_mode)
+    if grouped and args.rank != 0 and not args.json:
+        s = rep["summary"]
+        print(f"actorcc-doctor rank {args.rank}: {s['error']} error(s), {s['warn']} warning(s); "
+              "full report on rank 0")
+    elif args.json:
+        print(json.dumps(rep, indent=1, default=str))
+    else:
+        print(report_mod.render(rep), end="")
+    return _exit_status(rep, args.fail_on)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

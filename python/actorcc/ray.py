@@ -1,0 +1,466 @@
+"""Ray integration: groups of actors, and actorcc as a ``ray.util.collective`` backend.
+
+Importing this module does not import ray; ray is needed only when a function is called.
+
+From the driver, any actors (no special base class or method needed):
+
+    import actorcc.ray
+    actorcc.ray.create_group(actors, name="train", join_timeout=120)
+    # inside each actor's methods:
+    comm = actorcc.ray.get_group("train")      # an actorcc.Communicator
+    comm.all_reduce(tensor)
+
+create_group makes one UniqueId on the driver (the group's root runs in the driver process,
+which must stay up while the group forms), then every actor joins concurrently through
+``actor.__ray_call__`` (which Ray adds to every actor class), so actors may start in any order
+and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
+that did not (dead, busy, or unable to join) and what every other one reported.
+
+ray.util.collective (Ray versions with ``register_collective_backend``):
+
+    actorcc.ray.register_backend()           # in the driver, and in every actor (or:)
+    actorcc.ray.create_collective_group(actors, group_name="g")   # does both, from the driver
+    # inside actors: ray.util.collective.allreduce(tensor, group_name="g"), etc.
+
+or the Ray-native flow: each actor calls ``actorcc.ray.register_backend()`` then
+``ray.util.collective.init_collective_group(world, rank, backend="ACTORCC", group_name=...)``
+(rank 0 publishes the UniqueId through a named actor); ``ray.util.collective.
+create_collective_group(..., backend="ACTORCC")`` from the driver works as well once the
+backend is registered in the actors (``register_backend_on(actors)``).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from . import _tensors as T
+from ._actorcc import Error, InvalidArgumentError, UniqueId
+from ._actorcc import TimeoutError as _ActorccTimeout
+from .communicator import Communicator
+
+__all__ = [
+    "create_group", "get_group", "destroy_group", "GroupJoinError", "register_backend",
+    "register_backend_on", "create_collective_group", "BACKEND_NAME", "doctor",
+]
+
+BACKEND_NAME = "ACTORCC"
+
+# Groups this process belongs to (inside an actor): name -> Communicator.
+_GROUPS = {}
+# ray.util.collective groups whose UniqueId was handed over by create_collective_group.
+_PENDING = {}
+
+
+class GroupJoinError(Error):
+    """create_group failed. .missing: {rank: reason} for the actors that did not join;
+    .reports: {rank: what the actor raised} for every actor that raised."""
+
+    def __init__(self, message, missing=None, reports=None):
+        super().__init__(message)
+        self.missing = dict(missing or {})
+        self.reports = dict(reports or {})
+        self.rank = min(self.missing) if self.missing else -1
+        self.code = "join"
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - exercised only without ray
+        raise ImportError("actorcc.ray needs Ray: pip install ray") from e
+    return ray
+
+
+def _node_ip():
+    """This node's address as Ray sees it ('' lets actorcc pick)."""
+    try:
+        return _ray().util.get_node_ip_address()
+    except Exception:
+        return ""
+
+
+def _actor_name(actor):
+    try:
+        return f"{type(actor).__name__}({actor._actor_id.hex()[:12]})"
+    except Exception:
+        return repr(actor)
+
+
+# ---- functions that run inside the actors (through __ray_call__) -------------------------
+
+def _join(actor_self, name, uid, rank, world, kwargs):
+    old = _GROUPS.get(name)
+    if old is not None and not old.closed:
+        raise InvalidArgumentError(f"actorcc group {name!r} already exists in this actor (rank {old.rank}); "
+                                   "destroy_group it first")
+    comm = Communicator(uid, rank, world, **kwargs)
+    _GROUPS[name] = comm
+    return _describe(comm)
+
+
+def _describe(comm):
+    return {"rank": comm.rank, "world_size": comm.world_size, "backend": comm.backend, "device": comm.device,
+            "pid": os.getpid(), "hostname": socket.gethostname(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def _leave(actor_self, name):
+    comm = _GROUPS.pop(name, None)
+    if comm is not None:
+        comm.close()
+    return comm is not None
+
+
+def _call(actor_self, fn, args, kwargs):
+    return fn(*args, **kwargs)
+
+
+# ---- driver side ---------------------------------------------------------------------
+
+def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, backend="auto", device=None,
+                 host=None, grace=15.0, **options):
+    """Forms an actorcc group of `actors` (rank = position in the list) from the driver.
+
+    timeout: the per-call bound inside the group (seconds; default actorcc's 300).
+    join_timeout: how long the actors may take to arrive (they may still be starting).
+    host: the address the root (in this driver process) listens on; default Ray's node IP.
+    Other keyword options go to actorcc.Communicator (algo, checked, workspace_bytes).
+    Returns [dict(rank, backend, device, pid, hostname, cuda_visible_devices)] by rank.
+    Raises GroupJoinError naming the actors that did not join (an actor that dies while
+    joining is reported at once; the others fail their join within join_timeout).
+    """
+    ray = _ray()
+    actors = list(actors)
+    world = len(actors)
+    if world < 1:
+        raise InvalidArgumentError("create_group: no actors")
+    missing_call = [i for i, a in enumerate(actors) if not hasattr(a, "__ray_call__")]
+    if missing_call:
+        raise InvalidArgumentError(f"create_group: actor(s) at rank {missing_call} have no __ray_call__ "
+                                   "(needs Ray >= 2.x actor handles)")
+    uid = UniqueId.create(_node_ip() if host is None else host)
+    kwargs = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend, device=device)
+    refs = [a.__ray_call__.remote(_join, name, str(uid), r, world, kwargs) for r, a in enumerate(actors)]
+    index = {ref: r for r, ref in enumerate(refs)}
+    results, reports, missing = {}, {}, {}
+    pending = list(refs)
+    deadline = time.monotonic() + join_timeout + grace
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ready, pending = ray.wait(pending, num_returns=1, timeout=left)
+        for ref in ready:
+            r = index[ref]
+            try:
+                results[r] = ray.get(ref)
+            except Exception as e:  # noqa: BLE001
+                cause = getattr(e, "cause", None) or e
+                reports[r] = f"{type(cause).__name__}: {cause}"
+                if not isinstance(cause, Error):
+                    # the actor died or could not run the call: it will never join
+                    missing[r] = f"actor failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if missing:
+            break
+    for ref in pending:
+        r = index[ref]
+        if missing:  # we stopped early on a dead actor: these are still inside their join
+            reports[r] = f"still joining (its join fails by itself within join_timeout={join_timeout:.0f}s)"
+        else:
+            missing[r] = f"did not join within {join_timeout:.0f}s (busy, still starting, or hung)"
+    if not missing and len(results) == world:
+        return [results[r] for r in range(world)]
+    if not missing:
+        # every actor ran the join but some failed: the ranks their errors name are the culprits
+        for r, msg in reports.items():
+            for m in _named_ranks(msg):
+                if 0 <= m < world:
+                    missing.setdefault(m, reports.get(m) or f"never reached the group's root (named by rank {r})")
+        if not missing:
+            missing = {r: msg for r, msg in reports.items()}
+    for r in results:  # leave the half-formed group
+        actors[r].__ray_call__.remote(_leave, name)
+    n_missing = len(missing)
+    lines = [f"  rank {r} {_actor_name(actors[r])}: {why}" for r, why in sorted(missing.items())]
+    others = [f"  rank {r}: {msg}" for r, msg in sorted(reports.items()) if r not in missing]
+    msg = (f"actorcc.ray.create_group({name!r}): {n_missing} of {world} actor(s) did not join:\n"
+           + "\n".join(lines))
+    if others:
+        msg += "\nreported by the others:\n" + "\n".join(others)
+    raise GroupJoinError(msg, missing, reports)
+
+
+def _named_ranks(msg):
+    """Ranks an actorcc join/timeout message names as missing ("ranks 1, 2 of 4 did not
+    join", "waiting for rank(s) 3")."""
+    import re
+    out = set()
+    for pat in (r"ranks? ([\d, ]+) of \d+ did not join", r"waiting for rank\(?s?\)? ([\d, ]+)",
+                r"failed on rank\(s\) ([\d, ]+)"):
+        for m in re.finditer(pat, msg):
+            out.update(int(x) for x in re.findall(r"\d+", m.group(1)))
+    return out
+
+
+def get_group(name="default"):
+    """Inside an actor: the Communicator of group `name` (made by create_group)."""
+    comm = _GROUPS.get(name)
+    if comm is None or comm.closed:
+        raise InvalidArgumentError(f"this process is not in an actorcc group named {name!r} "
+                                   f"(groups here: {sorted(_GROUPS)})")
+    return comm
+
+
+def destroy_group(actors=None, name="default"):
+    """From the driver with `actors`: every actor leaves group `name`. Inside an actor
+    (actors=None): this process leaves it."""
+    if actors is None:
+        return _leave(None, name)
+    ray = _ray()
+    return ray.get([a.__ray_call__.remote(_leave, name) for a in actors])
+
+
+def run_on(actors, fn, *args, **kwargs):
+    """Runs fn(*args, **kwargs) in every actor concurrently and returns the results."""
+    ray = _ray()
+    return ray.get([a.__ray_call__.remote(_call, fn, args, kwargs) for a in actors])
+
+
+def doctor(actors, **kwargs):
+    """Diagnoses the actors' GPUs, masking and links: the group doctor run inside every actor
+    (implemented in actorcc/doctor/ray_hook.py; keywords as actorcc.doctor)."""
+    try:
+        from .doctor.ray_hook import doctor as _doctor
+    except ImportError:
+        raise NotImplementedError("actorcc.ray.doctor is not available in this build") from None
+    return _doctor(actors, **kwargs)
+
+
+# ---- ray.util.collective backend ------------------------------------------------------
+
+_group_cls = None
+_backend_defaults = {}
+
+
+def _backend_class():
+    """The BaseGroup subclass (built on first use: it needs ray)."""
+    global _group_cls
+    if _group_cls is not None:
+        return _group_cls
+    _ray()
+    from ray.util.collective.collective_group.base_collective_group import BaseGroup
+
+    class ActorccGroup(BaseGroup):
+        """ray.util.collective group on actorcc. One tensor per process (the *_multigpu
+        calls, send and recv are not supported)."""
+
+        def __init__(self, world_size, rank, group_name):
+            super().__init__(world_size, rank, group_name)
+            opts = dict(_backend_defaults)
+            pending = _PENDING.pop(group_name, None)
+            if pending is not None:
+                uid, extra = pending
+                opts.update(extra)
+            else:
+                uid = _rendezvous(group_name, rank, opts.get("join_timeout") or 60.0)
+            self._comm = Communicator(uid, rank, world_size, **opts)
+            if pending is None and rank == 0:
+                _drop_store(group_name)  # every rank has read the id: it joined
+
+        @classmethod
+        def backend(cls):
+            return BACKEND_NAME
+
+        @classmethod
+        def check_backend_availability(cls):
+            return True
+
+        @property
+        def communicator(self):
+            return self._comm
+
+        def destroy_group(self):
+            self._comm.close()
+
+        @staticmethod
+        def _one(tensors):
+            if isinstance(tensors, (list, tuple)):
+                if len(tensors) != 1:
+                    raise NotImplementedError("actorcc backend: exactly one tensor per process")
+                return tensors[0]
+            return tensors
+
+        def allreduce(self, tensors, allreduce_options=None):
+            op = getattr(allreduce_options, "reduceOp", "sum") if allreduce_options is not None else "sum"
+            self._comm.all_reduce(self._one(tensors), op=op)
+
+        def barrier(self, barrier_options=None):
+            self._comm.host_barrier()
+
+        def reduce(self, tensors, reduce_options=None):
+            t = self._one(tensors)
+            op = getattr(reduce_options, "reduceOp", "sum")
+            root = getattr(reduce_options, "root_rank", 0)
+            if self.rank == root:
+                self._comm.all_reduce(t, op=op)
+            else:  # non-root buffers stay unchanged, as in NCCL
+                self._comm.all_reduce(t, op=op, out=T.empty(t, T.shape_of(t)))
+
+        def allgather(self, tensor_lists, tensors, allgather_options=None):
+            t = self._one(tensors)
+            outs = tensor_lists[0] if tensor_lists and isinstance(tensor_lists[0], (list, tuple)) else tensor_lists
+            if len(outs) != self.world_size:
+                raise InvalidArgumentError(f"allgather: expected {self.world_size} output tensors, got {len(outs)}")
+            flat = self._comm.all_gather(t)
+            parts = flat.reshape((self.world_size,) + tuple(T.shape_of(t)))
+            for i, dst in enumerate(outs):
+                dst[...] = parts[i]
+
+        def broadcast(self, tensors, broadcast_options=None):
+            root = getattr(broadcast_options, "root_rank", 0)
+            self._comm.broadcast(self._one(tensors), root=root)
+
+        def reducescatter(self, tensors, tensor_lists, reducescatter_options=None):
+            out = self._one(tensors)
+            ins = tensor_lists[0] if tensor_lists and isinstance(tensor_lists[0], (list, tuple)) else tensor_lists
+            if len(ins) != self.world_size:
+                raise InvalidArgumentError(f"reducescatter: expected {self.world_size} input tensors, got {len(ins)}")
+            op = getattr(reducescatter_options, "reduceOp", "sum")
+            self._comm.reduce_scatter(_concat(ins), out=out, op=op)
+
+        def send(self, tensors, send_options):
+            raise NotImplementedError("actorcc backend: send/recv are not supported")
+
+        def recv(self, tensors, recv_options):
+            raise NotImplementedError("actorcc backend: send/recv are not supported")
+
+    _group_cls = ActorccGroup
+    return ActorccGroup
+
+
+def _concat(tensors):
+    first = tensors[0]
+    if T.is_torch(first):
+        return T._torch.cat([t.reshape(-1) for t in tensors])
+    root = T.module_root(first)
+    if root == "cupy":
+        import cupy
+        return cupy.concatenate([t.reshape(-1) for t in tensors])
+    import numpy
+    return numpy.concatenate([numpy.asarray(t).reshape(-1) for t in tensors])
+
+
+def _store_name(group_name):
+    return f"actorcc_uid:{group_name}"
+
+
+def _rendezvous(group_name, rank, join_timeout):
+    """Ray-native init: rank 0 makes the UniqueId and publishes it through a named detached
+    actor; the others wait for it (bounded by join_timeout)."""
+    ray = _ray()
+    from ray.util.collective.util import NCCLUniqueIDStore  # a plain id store, backend-agnostic
+
+    name = _store_name(group_name)
+    if rank == 0:
+        _drop_store(group_name)  # a stale one from a failed earlier group
+        uid = UniqueId.create(_node_ip())
+        store = NCCLUniqueIDStore.options(name=name, lifetime="detached", num_cpus=0).remote(name)
+        ray.get(store.set_id.remote(str(uid)))
+        return uid
+    deadline = time.monotonic() + join_timeout
+    while True:
+        try:
+            store = ray.get_actor(name)
+            break
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise _timeout(f"ray.util.collective group {group_name!r}: rank 0 did not publish the "
+                               f"actorcc UniqueId within {join_timeout:.0f}s", rank)
+            time.sleep(0.05)
+    left = max(1.0, deadline - time.monotonic())
+    try:
+        text = ray.get(store.wait_and_get_id.remote(), timeout=left)
+    except ray.exceptions.GetTimeoutError:
+        raise _timeout(f"ray.util.collective group {group_name!r}: no UniqueId from rank 0 within "
+                       f"{join_timeout:.0f}s", rank) from None
+    return UniqueId.parse(text)
+
+
+def _timeout(msg, rank):
+    e = _ActorccTimeout(f"actorcc timeout error: {msg}")
+    e.rank = e.observer_rank = rank
+    e.code = "timeout"
+    return e
+
+
+def _drop_store(group_name):
+    ray = _ray()
+    try:
+        ray.kill(ray.get_actor(_store_name(group_name)))
+    except Exception:
+        pass
+
+
+def register_backend(*, timeout=None, join_timeout=None, backend=None, **options):
+    """Registers actorcc as the ray.util.collective backend "ACTORCC" in this process (call it
+    in the driver and in every actor; idempotent). Keyword options become the defaults of the
+    groups made here (timeout, join_timeout, backend, device, algo, checked). Raises
+    UnsupportedError when the installed Ray has no register_collective_backend."""
+    ray = _ray()
+    try:
+        from ray.util.collective import register_collective_backend
+        from ray.util.collective.backend_registry import _global_registry
+    except ImportError:
+        from ._actorcc import UnsupportedError
+        raise UnsupportedError(
+            f"ray {ray.__version__} has no ray.util.collective.register_collective_backend; "
+            "use actorcc.ray.create_group instead") from None
+    for k, v in (("timeout", timeout), ("join_timeout", join_timeout), ("backend", backend)):
+        if v is not None:
+            _backend_defaults[k] = v
+    _backend_defaults.update(options)
+    if not _global_registry.is_registered(BACKEND_NAME):
+        register_collective_backend(BACKEND_NAME, _backend_class())
+    return BACKEND_NAME
+
+
+def _register_in_actor(actor_self, defaults):
+    return register_backend(**defaults)
+
+
+def register_backend_on(actors, **defaults):
+    """register_backend() inside every actor (from the driver)."""
+    ray = _ray()
+    return ray.get([a.__ray_call__.remote(_register_in_actor, defaults) for a in actors])
+
+
+def _init_collective(actor_self, group_name, uid, rank, world, defaults, options):
+    register_backend(**defaults)
+    from ray.util.collective import init_collective_group
+    _PENDING[group_name] = (UniqueId.parse(uid), options)
+    try:
+        init_collective_group(world, rank, backend=BACKEND_NAME, group_name=group_name)
+    finally:
+        _PENDING.pop(group_name, None)
+    return rank
+
+
+def create_collective_group(actors, group_name="default", *, timeout=None, join_timeout=60.0, backend="auto",
+                            host=None, **options):
+    """From the driver: registers the backend in every actor and forms a ray.util.collective
+    group named `group_name` on actorcc (UniqueId made here, all actors join concurrently).
+    Afterwards the actors use ray.util.collective.allreduce(..., group_name=group_name) etc."""
+    ray = _ray()
+    register_backend()
+    actors = list(actors)
+    uid = UniqueId.create(_node_ip() if host is None else host)
+    opts = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend)
+    refs = [a.__ray_call__.remote(_init_collective, group_name, str(uid), r, len(actors), {}, opts)
+            for r, a in enumerate(actors)]
+    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=join_timeout + 15.0)
+    if pending:
+        late = [r for r, ref in enumerate(refs) if ref in pending]
+        raise GroupJoinError(f"actorcc.ray.create_collective_group({group_name!r}): rank(s) {late} did not join "
+                             f"within {join_timeout:.0f}s", {r: "did not join" for r in late})
+    return ray.get(refs)

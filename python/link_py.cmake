@@ -1,0 +1,13 @@
+# Symlinks the source package's Python files and subpackages into the build-tree package (see
+# python/CMakeLists.txt), so edits to the Python sources need no rebuild.
+file(GLOB _entries RELATIVE ${SRC} ${SRC}/*)
+foreach(f ${_entries})
+  if(f MATCHES "^__pycache__$" OR f MATCHES "\\.so$")
+    continue()
+  endif()
+  if(IS_DIRECTORY ${SRC}/${f} OR f MATCHES "\\.py$" OR f STREQUAL "py.typed")
+    if(NOT EXISTS ${DST}/${f})
+      file(CREATE_LINK ${SRC}/${f} ${DST}/${f} SYMBOLIC)
+    endif()
+  endif()
+endforeach()

@@ -1,0 +1,96 @@
+// The Python exception hierarchy, mirroring include/actorcc/error.hpp:
+//
+//   actorcc.Error(RuntimeError)                    every error raised by actorcc
+//     InvalidArgumentError(Error, ValueError)      bad input, raised before any data moves
+//     TimeoutError(Error, builtins.TimeoutError)   a deadline expired (message names the ranks)
+//     RemoteError(Error)                           another rank failed/aborted/vanished; .rank = culprit
+//     SystemCallError(Error, OSError)              an OS call failed (socket, shm, ...)
+//     CudaError(Error)                             a CUDA call failed
+//     UnsupportedError(Error, NotImplementedError) not possible here (no GPU, backend mismatch)
+//     InternalError(Error)                         a bug in actorcc
+//
+// Every instance carries .code (str), .rank (the culprit for RemoteError, else the rank that
+// raised it; -1 when unknown) and .observer_rank (the rank that raised it). The classes are
+// created with __module__ "actorcc" so they pickle by reference (Ray forwards them intact).
+#include <Python.h>
+
+#include <string>
+
+#include "actorcc/error.hpp"
+#include "bindings.hpp"
+
+namespace actorcc::py {
+namespace {
+
+PyObject* g_error = nullptr;
+PyObject* g_invalid = nullptr;
+PyObject* g_timeout = nullptr;
+PyObject* g_remote = nullptr;
+PyObject* g_system = nullptr;
+PyObject* g_cuda = nullptr;
+PyObject* g_unsupported = nullptr;
+PyObject* g_internal = nullptr;
+
+PyObject* make_type(nb::module_& m, const char* name, const char* doc, PyObject* bases) {
+  std::string qual = std::string("actorcc.") + name;
+  PyObject* t = PyErr_NewExceptionWithDoc(qual.c_str(), doc, bases, nullptr);
+  if (!t) throw nb::python_error();
+  m.attr(name) = nb::borrow(t);  // the module keeps a reference; so does the global (never freed)
+  return t;
+}
+
+PyObject* tuple2(PyObject* a, PyObject* b) { return PyTuple_Pack(2, a, b); }
+
+void raise_as(PyObject* type, const Error& e, int culprit) {
+  nb::object exc = nb::steal(PyObject_CallOneArg(type, nb::str(e.what()).ptr()));
+  if (!exc.is_valid()) return;  // constructor failed: its Python error stays set
+  exc.attr("code") = nb::str(to_string(e.code()));
+  exc.attr("observer_rank") = e.rank();
+  exc.attr("rank") = culprit;
+  if (type == g_remote) exc.attr("culprit") = culprit;
+  PyErr_SetObject(type, exc.ptr());
+}
+
+}  // namespace
+
+void throw_invalid(const std::string& message, int rank) {
+  throw InvalidArgument(rank >= 0 ? "rank " + std::to_string(rank) + ": " + message : message, rank);
+}
+
+void bind_errors(nb::module_& m) {
+  g_error = make_type(m, "Error", "Base class of every actorcc error.", PyExc_RuntimeError);
+  g_invalid = make_type(m, "InvalidArgumentError", "Bad input; raised before any data moves.",
+                        tuple2(g_error, PyExc_ValueError));
+  g_timeout = make_type(m, "TimeoutError", "A bounded wait expired; the message names the ranks not heard from.",
+                        tuple2(g_error, PyExc_TimeoutError));
+  g_remote = make_type(m, "RemoteError", "Another rank failed, aborted or vanished; .rank is that rank (-1: the root).",
+                       g_error);
+  g_system = make_type(m, "SystemCallError", "An OS call failed (socket, shared memory, ...).",
+                       tuple2(g_error, PyExc_OSError));
+  g_cuda = make_type(m, "CudaError", "A CUDA call failed.", g_error);
+  g_unsupported = make_type(m, "UnsupportedError", "Not possible in this setting (no GPU, backend mismatch, ...).",
+                            tuple2(g_error, PyExc_NotImplementedError));
+  g_internal = make_type(m, "InternalError", "An internal error in actorcc (a bug).", g_error);
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const RemoteError& e) {
+      raise_as(g_remote, e, e.culprit());
+    } catch (const Error& e) {
+      PyObject* t = g_error;
+      switch (e.code()) {
+        case ErrorCode::InvalidArgument: t = g_invalid; break;
+        case ErrorCode::Timeout: t = g_timeout; break;
+        case ErrorCode::Remote: t = g_remote; break;
+        case ErrorCode::System: t = g_system; break;
+        case ErrorCode::Cuda: t = g_cuda; break;
+        case ErrorCode::Unsupported: t = g_unsupported; break;
+        case ErrorCode::Internal: t = g_internal; break;
+      }
+      raise_as(t, e, e.rank());
+    }
+  });
+}
+
+}  // namespace actorcc::py

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Python packages the CI (and a developer) needs to build actorcc's wheel and run
+# tests/python. Called by .ci/run before `pip install .`. Idempotent.
+#
+# Sizes measured when this was written (Python 3.11, x86_64): ray 2.60 wheel 79 MB (240 MB
+# installed, ~15 s to install with its deps); the rest is a few MB. torch is deliberately
+# absent: PyPI's torch wheel pulls the CUDA 13 stack (cudnn, cublas, nccl, ...: several GB),
+# so the CPU tier tests numpy + a DLPack-only object, and the torch tests skip without it.
+set -euo pipefail
+PY=${PYTHON:-python3}
+"$PY" -m pip install --disable-pip-version-check -q \
+  "scikit-build-core>=0.10" "nanobind>=2.0" \
+  numpy pytest ml_dtypes \
+  ray
+"$PY" -c "import nanobind, scikit_build_core, numpy, pytest, ml_dtypes, ray; print('python deps ok: ray', ray.__version__)"

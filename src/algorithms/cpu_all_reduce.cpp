@@ -1,0 +1,57 @@
+// All-reduce on host shared memory, one-shot and two-shot. Both reduce every element over the
+// ranks' inputs in rank order (slot 0 first) with the same reduce_n, so all ranks get
+// bitwise identical results.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/cpu_algorithms.hpp"
+#include "reduce/host_reduce.hpp"
+
+namespace actorcc::cpu {
+
+void all_reduce_oneshot(ShmGroup& g, const CollArgs& a) {
+  const size_t es = dtype_size(a.dtype);
+  const size_t per_round = g.buffer_bytes() / es;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  std::vector<const void*> ins(g.size());
+  for (size_t off = 0; off < a.count; off += per_round) {
+    const size_t c = std::min(per_round, a.count - off);
+    const uint64_t round = g.next_round();
+    std::memcpy(g.buffer(g.me(), round), send + off * es, c * es);
+    g.sync("all_reduce");
+    for (int p = 0; p < g.size(); ++p) ins[p] = g.buffer(p, round);
+    // recv may alias send: our input is already in the slot.
+    reduce_n(recv + off * es, ins.data(), g.size(), c, a.dtype, a.op);
+  }
+}
+
+void all_reduce_twoshot(ShmGroup& g, const CollArgs& a) {
+  const size_t es = dtype_size(a.dtype);
+  const size_t per_round = g.buffer_bytes() / es;
+  const int n = g.size();
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  std::vector<const void*> ins(n);
+  for (size_t off = 0; off < a.count; off += per_round) {
+    const size_t c = std::min(per_round, a.count - off);
+    // Slice boundaries depend only on (c, n): the same on every rank.
+    auto begin = [&](int r) { return c * static_cast<size_t>(r) / static_cast<size_t>(n); };
+    const uint64_t round = g.next_round();
+    std::memcpy(g.buffer(g.me(), round), send + off * es, c * es);
+    g.sync("all_reduce");
+    // Reduce slice `me` over every slot into our own slot's slice (reduce_n allows the output
+    // to alias an input). Nobody else reads our slice of any slot before the next sync.
+    const size_t b = begin(g.me()), e = begin(g.me() + 1);
+    for (int p = 0; p < n; ++p) ins[p] = g.buffer(p, round) + b * es;
+    reduce_n(g.buffer(g.me(), round) + b * es, ins.data(), n, e - b, a.dtype, a.op);
+    g.sync("all_reduce");
+    for (int p = 0; p < n; ++p) {
+      const size_t pb = begin(p), pe = begin(p + 1);
+      std::memcpy(recv + (off + pb) * es, g.buffer(p, round) + pb * es, (pe - pb) * es);
+    }
+  }
+}
+
+}  // namespace actorcc::cpu

@@ -1,0 +1,76 @@
+// Host-side entry points of the CUDA algorithms (one .cu file each). Each launches exactly one
+// kernel on `stream` (capturable in a CUDA graph: all step state lives in device memory) and
+// returns the launch status. Grids depend only on the call's arguments and the group's agreed
+// tuning, so every rank launches the same grid for the same call (see kernels/device_comm.cuh).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "kernels/device_comm.cuh"
+
+namespace actorcc::cuda {
+
+// Agreed by all ranks at setup (rank 0's values win).
+struct Tuning {
+  int threads = 512;            // threads per CTA (data kernels)
+  int ll_threads = 512;         // threads per CTA (LL one-shot)
+  size_t min_tile = 16384;      // smallest per-CTA tile in bytes before using fewer CTAs
+  size_t push_min_chunk = 8192; // smallest per-CTA slice for the one-shot push
+  // Planner thresholds for 2 ranks, scaled by 2/world (measured on 2 x H200 NV18: LL is the
+  // fastest up to 1 MiB, the one-shot push up to 4 MiB, the two-shot above).
+  size_t ll_max = 1 << 20;      // LL one-shot up to this many bytes
+  size_t push_max = 4 << 20;    // one-shot push up to this many bytes
+  int pdl = 1;                  // launch with programmatic dependent launch
+};
+
+// Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
+// start with griddepcontrol.wait, so the result is the same either way).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), unsigned grid, unsigned block, const Tuning& t, cudaStream_t stream,
+                          Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = t.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+struct CallArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // as in CollArgs
+  int dtype = 0;
+  int op = 0;
+  int root = 0;
+  int coll = 0;      // actorcc::Collective, recorded with kernel errors
+  cudaStream_t stream = nullptr;
+};
+
+size_t dtype_bytes(int dtype);
+
+cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
+cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
+cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
+cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu
+cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_allgather.cu
+cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_broadcast.cu
+cudaError_t barrier_flags(const DeviceComm& c, const Tuning& t, const CallArgs& a);      // cuda_barrier.cu
+
+// Shared by the two-shot all-reduce and reduce_scatter (cuda_twoshot.cu): reduce-scatter by
+// pushing each segment to its owner, then (gather) all-gather by pushing the owner's result.
+// Segment s = elements [s*seg, min(count, (s+1)*seg)); the owner's result goes to
+// out + (gather ? rank*seg : 0).
+cudaError_t launch_rs_ag(const DeviceComm& c, const Tuning& t, const CallArgs& a, size_t count, size_t seg, bool gather);
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+}  // namespace actorcc::cuda

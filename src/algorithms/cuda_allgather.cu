@@ -1,0 +1,48 @@
+// all_gather by pushes: CTA b takes tiles of this rank's input (bytes; no arithmetic, so one
+// kernel serves every dtype), writes each into every peer's slot for this rank, copies it to
+// its own place in the output (unless in place), flags, waits for the peers' tiles and copies
+// them from the local slots to their places in the output.
+#include "algorithms/cuda_algorithms.hpp"
+#include "kernels/primitives.cuh"
+
+namespace actorcc::cuda {
+namespace {
+
+__global__ void __launch_bounds__(512) allgather_kernel(DeviceComm c, const char* in, char* out, size_t nbytes,
+                                                        size_t tile, size_t ntiles, int coll) {
+  Step st = begin_steps(c);
+  const int b = blockIdx.x, me = c.rank, W = c.world;
+  const bool vec = aligned16(in) && aligned16(out) && nbytes % 16 == 0;
+  char* own_out = out + me * nbytes;
+  for (size_t t = b; t < ntiles; t += gridDim.x) {
+    const int par = static_cast<int>(st.s & 1);
+    const size_t lo = t * tile, n = min(tile, nbytes - lo);
+    for (int k = 1; k < W; ++k) {
+      int q = me + k < W ? me + k : me + k - W;
+      copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
+    }
+    if (own_out != in) copy_bytes(own_out + lo, in + lo, n, vec, false);
+    if (!exchange(c, st, 0, coll)) break;
+    for (int k = 1; k < W; ++k) {
+      int q = me + k < W ? me + k : me + k - W;
+      copy_bytes(out + q * nbytes + lo, data_slot(c, me, par, b, 0, q), n, vec, true);
+    }
+    ++st.s;
+    __syncthreads();
+  }
+  end_steps(c, st);
+}
+
+}  // namespace
+
+cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+  const size_t nbytes = a.count * dtype_bytes(a.dtype);
+  size_t tile = round_up(std::max(ceil_div(nbytes, c.data_blocks), t.min_tile), 16);
+  if (tile > c.tile_bytes) tile = c.tile_bytes;
+  const size_t ntiles = std::max<size_t>(1, ceil_div(nbytes, tile));
+  const size_t blocks = std::min<size_t>(ntiles, c.data_blocks);
+  return launch_kernel(allgather_kernel, static_cast<unsigned>(blocks), t.threads, t, a.stream, c,
+                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, tile, ntiles, a.coll);
+}
+
+}  // namespace actorcc::cuda

@@ -1,0 +1,53 @@
+// Bootstrap: the TCP control network of one group. A rank joins through the root named by the
+// UniqueId (token-authenticated, version/world/rank checked), receives every rank's blob, and
+// afterwards uses the root for small all-gathers, barriers and abort broadcast. A reader thread
+// watches the connection: an abort from any rank, a rank that vanished (EOF at the root) or the
+// root itself vanishing raises the AbortSignal with the culprit's rank.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actorcc/unique_id.hpp"
+#include "common/abort_signal.hpp"
+#include "common/deadline.hpp"
+
+namespace actorcc {
+
+class Bootstrap {
+ public:
+  // Connects (retrying until `join_deadline` while the root is not up yet), authenticates and
+  // waits for all `world` ranks. Throws TimeoutError listing the missing ranks, InvalidArgument
+  // for a rejected join (duplicate rank, rank >= world, world mismatch, bad token, version).
+  static std::unique_ptr<Bootstrap> join(const UniqueId& id, int rank, int world, const std::string& self_blob,
+                                         Deadline join_deadline, std::shared_ptr<AbortSignal> abort);
+  virtual ~Bootstrap() = default;  // says goodbye to the root (a clean leave is not a failure)
+
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // Every rank's self_blob from join(), indexed by rank.
+  virtual const std::vector<std::string>& peer_blobs() const = 0;
+
+  // Collective over all ranks, in call order. Throw on deadline (naming the ranks that have
+  // not arrived, as reported by the root) or when the AbortSignal is raised.
+  virtual std::vector<std::string> allgather(const std::string& blob, Deadline deadline) = 0;
+  virtual void barrier(Deadline deadline) = 0;
+
+  // Tells every other rank (through the root) that this rank aborts; raises locally too.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+// Root server side (used by UniqueId::create and by rank 0 of Communicator::from_address).
+// Starts a listener thread on host:port (port 0 = any) serving the group with `token`. The
+// root keeps serving until every rank of the group has left or the process exits.
+UniqueId start_root(const std::string& host, uint16_t port);
+
+// Builds the UniqueId for a root that rank 0 will start at host:port (from_address path): the
+// token is derived from host, port and world so every rank computes the same one.
+UniqueId address_unique_id(const std::string& host, uint16_t port, int world);
+// Starts a root for an id made by address_unique_id (rank 0 only); throws SystemError if the
+// port is taken.
+void start_root_for(const UniqueId& id);
+
+}  // namespace actorcc

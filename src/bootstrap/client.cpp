@@ -1,0 +1,291 @@
+#include "bootstrap/client.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "actorcc/error.hpp"
+#include "bootstrap/frame_io.hpp"
+#include "bootstrap/id_fields.hpp"
+#include "common/log.hpp"
+
+namespace actorcc {
+
+using namespace std::chrono;
+using bootstrap::BootstrapClient;
+using net::IoStatus;
+
+namespace {
+
+// The root enforces the join deadline and answers JOIN_FAILED; the client waits this much
+// longer before concluding the root itself is not answering.
+constexpr milliseconds kJoinGrace(2000);
+// Bounds on the best-effort messages of teardown and abort, and on the status query that
+// explains an allgather timeout.
+constexpr milliseconds kByeTimeout(500);
+constexpr milliseconds kAbortSendTimeout(1000);
+constexpr milliseconds kStatusTimeout(1000);
+
+std::string local_hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+std::string r_(int rank) { return "rank " + std::to_string(rank); }
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
+                                           Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
+  bootstrap::IdFields f = bootstrap::read_id(id);
+  if (f.version != wire::kProtocolVersion)
+    throw InvalidArgument(r_(rank) + ": the UniqueId was made by bootstrap protocol version " +
+                              std::to_string(f.version) + ", this build speaks " +
+                              std::to_string(wire::kProtocolVersion),
+                          rank);
+  if (world <= 0) throw InvalidArgument(r_(rank) + ": world size " + std::to_string(world) + " is not positive", rank);
+  if (rank < 0 || rank >= world)
+    throw InvalidArgument("rank " + std::to_string(rank) + " is out of range for world size " + std::to_string(world),
+                          rank);
+  if (f.rank0_hosts && f.world != world)
+    throw InvalidArgument(r_(rank) + ": the address was set up for world size " + std::to_string(f.world) +
+                              ", not " + std::to_string(world),
+                          rank);
+  if (!abort) abort = std::make_shared<AbortSignal>(rank);
+  if (abort->self_rank() < 0) abort->set_self_rank(rank);
+
+  const std::string where = f.root.to_string();
+  const int root_rank = f.rank0_hosts ? 0 : -1;
+  const Deadline answer_by = join_deadline.when() == Clock::time_point::max()
+                                 ? join_deadline
+                                 : Deadline(join_deadline.when() + kJoinGrace);
+
+  net::Fd fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank);
+
+  wire::Hello h;
+  h.token = f.token;
+  h.rank = rank;
+  h.world = world;
+  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
+  h.pid = static_cast<uint32_t>(::getpid());
+  h.host = local_hostname();
+  h.blob = self_blob;
+
+  auto root_lost = [&](const std::string& detail) {
+    abort->raise(root_rank, ErrorCode::Remote,
+                 "lost the connection to the actorcc root at " + where + " while joining (" + detail +
+                     "; the process hosting the root died?)");
+    abort->rethrow();
+  };
+  auto no_answer = [&]() {
+    throw TimeoutError(r_(rank) + ": the actorcc root at " + where +
+                           " did not answer within the join deadline (plus " +
+                           std::to_string(kJoinGrace.count() / 1000) + " s grace)",
+                       rank);
+  };
+
+  net::IoResult io = wire::send_message(fd.get(), h, answer_by, abort.get());
+  if (io.status == IoStatus::Aborted) abort->rethrow();
+  if (io.status == IoStatus::Timeout) no_answer();
+  if (io.status == IoStatus::Closed) root_lost(io.detail);
+
+  for (;;) {
+    wire::Received in;
+    try {
+      in = wire::recv_message(fd.get(), answer_by, abort.get());
+    } catch (const wire::WireError& e) {
+      root_lost(std::string("it sent a malformed frame: ") + e.what());
+    }
+    if (in.io.status == IoStatus::Aborted) abort->rethrow();
+    if (in.io.status == IoStatus::Timeout) no_answer();
+    if (in.io.status == IoStatus::Closed) root_lost(in.io.detail);
+    wire::Message& m = *in.msg;
+    if (auto* w = std::get_if<wire::Welcome>(&m)) {
+      if (static_cast<int>(w->blobs.size()) != world)
+        root_lost("its WELCOME has " + std::to_string(w->blobs.size()) + " blobs for world size " +
+                  std::to_string(world));
+      return std::make_unique<BootstrapClient>(std::move(fd), rank, world, std::move(w->blobs), abort, where,
+                                               root_rank);
+    }
+    if (auto* r = std::get_if<wire::Reject>(&m))
+      throw InvalidArgument(r_(rank) + ": the actorcc root at " + where + " rejected the join: " + r->reason, rank);
+    if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
+      abort->raise(-1, ErrorCode::Timeout, "join failed: " + j->reason + " (root at " + where + ")");
+      abort->rethrow();
+    }
+    if (auto* p = std::get_if<wire::PeerLost>(&m)) {
+      abort->raise(p->rank, ErrorCode::Remote, "join failed: " + p->reason);
+      abort->rethrow();
+    }
+    if (auto* a = std::get_if<wire::Abort>(&m)) {
+      abort->raise(a->rank, ErrorCode::Remote, "join failed: rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+      abort->rethrow();
+    }
+    LOG_WARN("actorcc rank " << rank << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
+                             << " from the root while joining");
+  }
+}
+
+namespace bootstrap {
+
+BootstrapClient::BootstrapClient(net::Fd fd, int rank, int world, std::vector<std::string> blobs,
+                                 std::shared_ptr<AbortSignal> abort, std::string root_addr, int root_rank)
+    : fd_(std::move(fd)),
+      rank_(rank),
+      world_(world),
+      blobs_(std::move(blobs)),
+      abort_(std::move(abort)),
+      root_addr_(std::move(root_addr)),
+      root_rank_(root_rank) {
+  // Wake waiting callers the moment the signal is raised, whoever raises it.
+  std::weak_ptr<Shared> weak = shared_;
+  abort_->on_raise([weak] {
+    if (auto s = weak.lock()) {
+      std::lock_guard<std::mutex> g(s->mu);
+      s->cv.notify_all();
+    }
+  });
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+BootstrapClient::~BootstrapClient() {
+  closing_.store(true, std::memory_order_release);
+  if (!dropped_) {
+    std::lock_guard<std::mutex> g(send_mu_);
+    wire::send_message(fd_.get(), wire::Bye{}, Deadline::after(kByeTimeout));  // best effort
+  }
+  // shutdown() wakes the reader's poll/recv with EOF; close happens when fd_ is destroyed,
+  // after the join, so the reader never touches a recycled descriptor.
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+}
+
+void BootstrapClient::drop_connection_for_test() {
+  closing_.store(true, std::memory_order_release);
+  dropped_ = true;
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void BootstrapClient::read_loop() {
+  for (;;) {
+    wire::Received in;
+    try {
+      in = wire::recv_message(fd_.get(), Deadline::never());
+    } catch (const wire::WireError& e) {
+      if (!closing_.load(std::memory_order_acquire))
+        abort_->raise(root_rank_, ErrorCode::Remote,
+                      "the actorcc root at " + root_addr_ + " sent a malformed frame: " + e.what());
+      return;
+    }
+    if (in.io.status != IoStatus::Ok) {
+      if (!closing_.load(std::memory_order_acquire))
+        abort_->raise(root_rank_, ErrorCode::Remote,
+                      "lost the connection to the actorcc root at " + root_addr_ + " (" + in.io.detail +
+                          "; the process hosting the root died?)");
+      return;
+    }
+    wire::Message& m = *in.msg;
+    if (auto* r = std::get_if<wire::AllgatherResult>(&m)) {
+      std::lock_guard<std::mutex> g(shared_->mu);
+      if (shared_->abandoned.erase(r->seq) == 0) shared_->results[r->seq] = std::move(r->blobs);
+      shared_->cv.notify_all();
+    } else if (auto* s = std::get_if<wire::StatusReply>(&m)) {
+      std::lock_guard<std::mutex> g(shared_->mu);
+      shared_->status[s->seq] = std::move(*s);
+      shared_->cv.notify_all();
+    } else if (auto* a = std::get_if<wire::Abort>(&m)) {
+      abort_->raise(a->rank, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+    } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
+      abort_->raise(p->rank, ErrorCode::Remote, p->reason);
+    } else if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
+      abort_->raise(-1, ErrorCode::Timeout, j->reason);
+    } else {
+      LOG_WARN("actorcc rank " << rank_ << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
+                               << " from the root");
+    }
+  }
+}
+
+void BootstrapClient::fail_root_lost(const std::string& why) {
+  abort_->raise(root_rank_, ErrorCode::Remote, "the actorcc root at " + root_addr_ + " " + why);
+  abort_->rethrow();
+}
+
+std::vector<std::string> BootstrapClient::allgather(const std::string& blob, Deadline deadline) {
+  return gather(blob, deadline, "allgather");
+}
+
+void BootstrapClient::barrier(Deadline deadline) { gather(std::string(), deadline, "barrier"); }
+
+std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadline deadline, const char* what) {
+  abort_->throw_if_raised();
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> g(send_mu_);
+    seq = next_seq_++;
+    net::IoResult io = wire::send_message(fd_.get(), wire::Allgather{seq, blob}, deadline, abort_.get());
+    // A partly sent frame leaves the stream unusable, so any failure here ends the group.
+    if (io.status == IoStatus::Aborted) abort_->rethrow();
+    if (io.status == IoStatus::Timeout) fail_root_lost("did not accept the " + std::string(what) + " in time");
+    if (io.status == IoStatus::Closed) fail_root_lost("closed the connection (" + io.detail + ")");
+  }
+  std::unique_lock<std::mutex> lk(shared_->mu);
+  for (;;) {
+    auto it = shared_->results.find(seq);
+    if (it != shared_->results.end()) {
+      auto out = std::move(it->second);
+      shared_->results.erase(it);
+      return out;
+    }
+    if (abort_->raised()) {
+      shared_->abandoned.insert(seq);
+      lk.unlock();
+      abort_->rethrow();
+    }
+    if (deadline.expired()) break;
+    // The AbortSignal listener notifies; the 200 ms bound is only a safety net.
+    shared_->cv.wait_until(lk, std::min(deadline.when(), Clock::now() + milliseconds(200)));
+  }
+  shared_->abandoned.insert(seq);
+  lk.unlock();
+  throw TimeoutError("rank " + std::to_string(rank_) + ": " + what + " #" + std::to_string(seq) +
+                         " timed out: " + ask_missing(seq),
+                     rank_);
+}
+
+// Asks the root which ranks have not sent allgather `seq`, for the timeout message.
+std::string BootstrapClient::ask_missing(uint64_t seq) {
+  Deadline d = Deadline::after(kStatusTimeout);
+  {
+    std::lock_guard<std::mutex> g(send_mu_);
+    if (wire::send_message(fd_.get(), wire::Status{seq}, d).status != IoStatus::Ok)
+      return "could not ask the root which ranks are missing";
+  }
+  std::unique_lock<std::mutex> lk(shared_->mu);
+  while (!d.expired() && !abort_->raised()) {
+    auto it = shared_->status.find(seq);
+    if (it != shared_->status.end()) {
+      std::string text = it->second.text;
+      shared_->status.erase(it);
+      return text;
+    }
+    shared_->cv.wait_until(lk, d.when());
+  }
+  return "the root at " + root_addr_ + " did not say which ranks are missing";
+}
+
+void BootstrapClient::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> g(send_mu_);
+    if (!abort_sent_) {
+      abort_sent_ = true;
+      wire::send_message(fd_.get(), wire::Abort{rank_, reason}, Deadline::after(kAbortSendTimeout));  // best effort
+    }
+  }
+  abort_->raise(rank_, ErrorCode::Remote, "rank " + std::to_string(rank_) + " aborted: " + reason);
+}
+
+}  // namespace bootstrap
+}  // namespace actorcc

@@ -1,0 +1,35 @@
+// What a UniqueId holds, and its byte layout (little-endian, the rest zero):
+//
+//   [0,4)    magic "ACID"           [4,6)   protocol version u16
+//   [6]      address family 4 | 6   [7]     flags (bit 0: rank 0 hosts the root)
+//   [8,10)   root port u16          [10,12) zero
+//   [12,28)  root address (IPv4 uses the first 4 bytes)
+//   [28,44)  128-bit token          [44,48) world i32 (address ids only, else 0)
+//   [48,128) zero
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "actorcc/unique_id.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/wire.hpp"
+
+namespace actorcc::bootstrap {
+
+struct IdFields {
+  uint16_t version = static_cast<uint16_t>(wire::kProtocolVersion);
+  net::SockAddr root;      // where ranks connect
+  wire::Token token{};
+  bool rank0_hosts = false;  // from_address path: the root lives in rank 0's process
+  int32_t world = 0;
+};
+
+UniqueId make_id(const IdFields& f);
+// Validates magic, family and reserved bytes; throws InvalidArgument naming what is wrong.
+// The protocol version is returned as found (join() checks it).
+IdFields read_id(const UniqueId& id);
+
+// A fresh random token (std::random_device reads the kernel's entropy source).
+wire::Token random_token();
+
+}  // namespace actorcc::bootstrap

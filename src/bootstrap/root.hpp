@@ -1,0 +1,38 @@
+// The root server of one bootstrap group: a single poll()-driven thread in the hosting process
+// that admits ranks (token, version, world, rank checks), hands out the peer table, runs the
+// small all-gathers, forwards aborts and reports ranks that vanish.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "bootstrap/socket.hpp"
+#include "bootstrap/wire.hpp"
+
+namespace actorcc::bootstrap {
+
+class RootServer {
+ public:
+  // Takes a listening socket and serves the group authenticated by `token` on a new thread.
+  RootServer(net::Fd listener, const wire::Token& token);
+  ~RootServer();  // stops and joins the thread
+  RootServer(const RootServer&) = delete;
+  RootServer& operator=(const RootServer&) = delete;
+
+  void stop();
+  // True once every rank of a formed (or failed) group has left and the thread has ended.
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+// Starts a root on `listener` and keeps it in a process-wide registry. The registry is a
+// function-local static: at process exit its destructor stops and joins every root still
+// running, so a root never blocks exit and never outlives the statics it uses.
+void launch_root(net::Fd listener, const wire::Token& token);
+
+}  // namespace actorcc::bootstrap

@@ -1,0 +1,147 @@
+// The bootstrap wire protocol: length-prefixed frames with an explicit little-endian layout,
+// so a frame means the same on every host and garbage is recognised instead of trusted.
+//
+//   frame  = header payload
+//   header = magic u32 | frame version u16 | type u16 | payload length u32      (12 bytes)
+//   u8/u16/u32/u64/i32 little-endian; str/bytes = u32 length + raw bytes
+//
+// The frame version covers this framing only; the protocol version the root checks travels
+// in HELLO, so a peer of another protocol version still gets a readable REJECT.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace actorcc::wire {
+
+constexpr uint32_t kFrameMagic = 0x41435443;  // "CTCA" on the wire: actorcc control
+constexpr uint16_t kFrameVersion = 1;
+constexpr uint32_t kProtocolVersion = 1;  // bump when message meaning changes
+constexpr size_t kHeaderBytes = 12;
+// Bootstrap blobs are peer descriptors (a few KiB); anything near this bound is garbage.
+constexpr uint32_t kMaxPayload = 64u << 20;
+
+// A malformed frame: truncated, bad magic/version, unknown type, oversized, bad payload.
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class MsgType : uint16_t {
+  Hello = 1,
+  Welcome = 2,
+  Reject = 3,
+  Allgather = 4,
+  AllgatherResult = 5,
+  Abort = 6,
+  PeerLost = 7,
+  JoinFailed = 8,
+  Bye = 9,
+  Status = 10,       // client -> root: who has not arrived at allgather `seq`?
+  StatusReply = 11,  // root -> client: the answer, for a timeout message
+};
+const char* to_string(MsgType t);
+
+using Token = std::array<uint8_t, 16>;
+
+struct Hello {
+  Token token{};
+  uint32_t protocol_version = kProtocolVersion;
+  int32_t rank = -1;
+  int32_t world = 0;
+  uint64_t join_timeout_ms = 0;  // the root enforces the join deadline of the earliest joiner
+  uint32_t pid = 0;              // pid and host only make error messages name the process
+  std::string host;
+  std::string blob;
+  bool operator==(const Hello&) const = default;
+};
+struct Welcome {
+  std::vector<std::string> blobs;  // indexed by rank
+  bool operator==(const Welcome&) const = default;
+};
+struct Reject {
+  std::string reason;
+  bool operator==(const Reject&) const = default;
+};
+struct Allgather {
+  uint64_t seq = 0;
+  std::string blob;
+  bool operator==(const Allgather&) const = default;
+};
+struct AllgatherResult {
+  uint64_t seq = 0;
+  std::vector<std::string> blobs;
+  bool operator==(const AllgatherResult&) const = default;
+};
+struct Abort {
+  int32_t rank = -1;
+  std::string reason;
+  bool operator==(const Abort&) const = default;
+};
+struct PeerLost {
+  int32_t rank = -1;
+  std::string reason;
+  bool operator==(const PeerLost&) const = default;
+};
+struct JoinFailed {
+  std::string reason;
+  bool operator==(const JoinFailed&) const = default;
+};
+struct Bye {
+  bool operator==(const Bye&) const = default;
+};
+struct Status {
+  uint64_t seq = 0;
+  bool operator==(const Status&) const = default;
+};
+struct StatusReply {
+  uint64_t seq = 0;
+  std::vector<int32_t> missing;  // ranks that have not sent allgather `seq`
+  std::string text;              // the root's description, e.g. "rank 3 of 4 has not arrived"
+  bool operator==(const StatusReply&) const = default;
+};
+
+// Alternative order matches MsgType - 1.
+using Message = std::variant<Hello, Welcome, Reject, Allgather, AllgatherResult, Abort, PeerLost, JoinFailed, Bye,
+                             Status, StatusReply>;
+MsgType type_of(const Message& m);
+
+struct Header {
+  uint32_t magic = kFrameMagic;
+  uint16_t version = kFrameVersion;
+  MsgType type = MsgType::Bye;
+  uint32_t length = 0;
+};
+
+// Whole frame (header + payload) for `m`. Throws WireError if the payload would exceed
+// kMaxPayload.
+std::string encode(const Message& m);
+
+// Validates and decodes a 12-byte header; throws WireError (bad magic, version, unknown type,
+// length above kMaxPayload).
+Header decode_header(const void* data, size_t n);
+// Decodes a payload of the given type; throws WireError on truncation or trailing bytes.
+Message decode_payload(MsgType type, std::string_view payload);
+// Decodes exactly one whole frame.
+Message decode_frame(std::string_view frame);
+
+// Incremental decoder for a byte stream (the root's non-blocking sockets): feed what arrived,
+// then take complete messages. A bad header throws as soon as its 12 bytes are in.
+class FrameDecoder {
+ public:
+  void feed(const void* data, size_t n);
+  std::optional<Message> next();
+  size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+}  // namespace actorcc::wire

@@ -1,0 +1,53 @@
+#include "common/abort_signal.hpp"
+
+namespace actorcc {
+
+void AbortSignal::raise(int culprit, ErrorCode code, const std::string& reason) {
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (raised_.load(std::memory_order_relaxed)) return;
+    culprit_ = culprit;
+    code_ = code;
+    reason_ = reason;
+    raised_.store(true, std::memory_order_release);
+    run.swap(listeners_);
+  }
+  for (auto& fn : run) fn();
+}
+
+int AbortSignal::culprit() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return culprit_;
+}
+
+std::string AbortSignal::reason() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return reason_;
+}
+
+void AbortSignal::rethrow() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::string m = "rank " + std::to_string(self_) + ": " + reason_;
+  switch (code_) {
+    case ErrorCode::Timeout: throw TimeoutError(m, self_);
+    case ErrorCode::Remote: throw RemoteError(m, culprit_, self_);
+    case ErrorCode::InvalidArgument: throw InvalidArgument(m, self_);
+    case ErrorCode::Cuda: throw CudaError(m, self_);
+    case ErrorCode::System: throw SystemError(m, self_);
+    default: throw Error(code_, m, self_);
+  }
+}
+
+void AbortSignal::on_raise(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!raised_.load(std::memory_order_relaxed)) {
+      listeners_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+}  // namespace actorcc

@@ -1,0 +1,217 @@
+// Communicator: joins the bootstrap, learns the topology, agrees on a backend with every other
+// rank, then validates each call before handing it to the backend.
+#include "actorcc/communicator.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "bootstrap/bootstrap.hpp"
+#include "common/log.hpp"
+#include "core/backend.hpp"
+#include "core/validate.hpp"
+#include "topology/topology.hpp"
+
+namespace actorcc {
+
+const char* version() noexcept { return ACTORCC_VERSION; }
+
+namespace {
+
+// A short name for the group: FNV-1a of the whole id, so shm segments and sockets of different
+// groups never collide and nobody outside the group can guess them from the address alone.
+std::string group_tag_of(const UniqueId& id) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : id.bytes) h = (h ^ b) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str();
+}
+
+// Every rank reports whether it could build the chosen backend; all fail together if any did,
+// naming the ranks and their reasons, so no rank is left waiting in a collective alone.
+void agree_or_throw(Bootstrap& bs, int rank, Deadline dl, const std::string& my_error, const char* what) {
+  auto all = bs.allgather(my_error, dl);
+  std::vector<int> bad;
+  std::string reasons;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) {
+      bad.push_back(static_cast<int>(r));
+      if (reasons.size() < 2000) reasons += "\n  rank " + std::to_string(r) + ": " + all[r];
+    }
+  if (!bad.empty())
+    throw UnsupportedError("rank " + std::to_string(rank) + ": " + what + " failed on rank(s) " + rank_list(bad) + ":" +
+                               reasons,
+                           rank);
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  std::shared_ptr<AbortSignal> abort;
+  std::unique_ptr<Bootstrap> bootstrap;
+  GroupContext ctx;
+  std::unique_ptr<BackendImpl> backend;
+  uint64_t calls = 0;
+
+  ~Impl() {
+    backend.reset();    // backends may still use the bootstrap while tearing down
+    bootstrap.reset();  // says goodbye to the root
+  }
+
+  void check_usable() const { abort->throw_if_raised(); }
+
+  // Checked mode: every rank compares the call's signature with every other rank's.
+  void check_matching(const CollArgs& a) {
+    std::ostringstream sig;
+    sig << to_string(a.coll) << " count=" << a.count << " dtype=" << to_string(a.dtype);
+    if (a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter) sig << " op=" << to_string(a.op);
+    if (a.coll == Collective::Broadcast) sig << " root=" << a.root;
+    auto all = bootstrap->allgather(sig.str(), Deadline::after(ctx.options.timeout));
+    for (size_t r = 0; r < all.size(); ++r)
+      if (all[r] != all[0])
+        throw InvalidArgument("rank " + std::to_string(ctx.rank) + ": mismatched collectives (checked mode): rank 0 called " +
+                                  all[0] + " but rank " + std::to_string(r) + " called " + all[r],
+                              ctx.rank);
+  }
+
+  void run(const CollArgs& a) {
+    check_usable();
+    validate_args(a, ctx.rank, ctx.world);
+    if (ctx.options.checked) check_matching(a);
+    ++calls;
+    backend->run(a);
+  }
+};
+
+namespace {
+
+std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options) {
+  if (world < 1) throw InvalidArgument("world_size must be >= 1, got " + std::to_string(world), rank);
+  if (rank < 0 || rank >= world)
+    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
+  auto impl = std::make_unique<Communicator::Impl>();
+  Options opt = options_from_env(user_options);
+  impl->abort = std::make_shared<AbortSignal>(rank);
+
+  // The device is chosen before joining so the peer table carries every rank's GPU identity.
+  int device = -1;
+  if (opt.backend != Backend::Cpu) device = cuda_resolve_device(opt.device);
+  if (opt.backend == Backend::Cuda && device < 0)
+    throw UnsupportedError("rank " + std::to_string(rank) + ": backend 'cuda' requested but no CUDA device is usable here",
+                           rank);
+
+  PeerInfo self = topology::local_peer_info(rank, device);
+  impl->bootstrap = Bootstrap::join(id, rank, world, topology::encode(self), Deadline::after(opt.join_timeout), impl->abort);
+
+  GroupContext& ctx = impl->ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.options = opt;
+  for (const auto& blob : impl->bootstrap->peer_blobs()) ctx.peers.push_back(topology::decode(blob));
+  for (int r = 0; r < world; ++r)
+    if (ctx.peers[r].rank != r)
+      throw Error(ErrorCode::Internal, "peer table out of order at rank " + std::to_string(r), rank);
+  ctx.num_nodes = topology::assign_nodes(ctx.peers);
+  for (const auto& p : ctx.peers)
+    if (p.node == ctx.peers[rank].node) ctx.local_ranks.push_back(p.rank);
+  ctx.local_index = ctx.peers[rank].local_rank;
+  ctx.group_tag = group_tag_of(id);
+  ctx.bootstrap = impl->bootstrap.get();
+  ctx.abort = impl->abort;
+
+  // Backend choice is a group decision: Auto means CUDA only if every rank has a GPU.
+  std::vector<int> no_gpu;
+  for (const auto& p : ctx.peers)
+    if (p.gpu_uuid.empty()) no_gpu.push_back(p.rank);
+  Backend kind = opt.backend;
+  if (kind == Backend::Auto) kind = no_gpu.empty() ? Backend::Cuda : Backend::Cpu;
+  if (kind == Backend::Cuda && !no_gpu.empty())
+    throw UnsupportedError("rank " + std::to_string(rank) + ": backend 'cuda' needs a GPU on every rank; rank(s) " +
+                               rank_list(no_gpu) + " have none",
+                           rank);
+  ctx.options.device = kind == Backend::Cuda ? device : -1;
+
+  Deadline setup = Deadline::after(opt.join_timeout);
+  std::string err;
+  try {
+    impl->backend = kind == Backend::Cuda ? make_cuda_backend(ctx) : make_cpu_backend(ctx);
+  } catch (const std::exception& e) {
+    err = e.what();
+    if (err.empty()) err = "unknown error";
+  }
+  agree_or_throw(*impl->bootstrap, rank, setup, err, kind == Backend::Cuda ? "CUDA backend setup" : "CPU backend setup");
+  LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes
+                   << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size());
+  return impl;
+}
+
+}  // namespace
+
+Communicator::Communicator(const UniqueId& id, int rank, int world_size, const Options& options)
+    : impl_(build(id, rank, world_size, options)) {}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Communicator> Communicator::from_address(const std::string& host, uint16_t port, int rank,
+                                                         int world_size, const Options& options) {
+  UniqueId id = address_unique_id(host, port, world_size);
+  if (rank == 0) start_root_for(id);
+  return std::make_unique<Communicator>(id, rank, world_size, options);
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const noexcept { return impl_->ctx.rank; }
+int Communicator::world_size() const noexcept { return impl_->ctx.world; }
+Backend Communicator::backend() const noexcept { return impl_->backend->kind(); }
+int Communicator::device() const noexcept { return impl_->backend->device(); }
+const std::vector<PeerInfo>& Communicator::peers() const noexcept { return impl_->ctx.peers; }
+int Communicator::num_nodes() const noexcept { return impl_->ctx.num_nodes; }
+
+void Communicator::all_reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, Stream stream) {
+  impl_->run({Collective::AllReduce, send, recv, count, dtype, op, 0, stream});
+}
+void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, RedOp op,
+                                  Stream stream) {
+  impl_->run({Collective::ReduceScatter, send, recv, recv_count, dtype, op, 0, stream});
+}
+void Communicator::all_gather(const void* send, void* recv, size_t send_count, DataType dtype, Stream stream) {
+  impl_->run({Collective::AllGather, send, recv, send_count, dtype, RedOp::Sum, 0, stream});
+}
+void Communicator::broadcast(const void* send, void* recv, size_t count, DataType dtype, int root, Stream stream) {
+  impl_->run({Collective::Broadcast, send, recv, count, dtype, RedOp::Sum, root, stream});
+}
+void Communicator::barrier(Stream stream) {
+  impl_->run({Collective::Barrier, nullptr, nullptr, 0, DataType::Float32, RedOp::Sum, 0, stream});
+}
+
+void Communicator::register_buffer(void* ptr, size_t bytes) {
+  impl_->check_usable();
+  if (!ptr || bytes == 0) throw InvalidArgument("register_buffer: null pointer or zero size", rank());
+  impl_->backend->register_buffer(ptr, bytes);
+}
+void Communicator::deregister_buffer(void* ptr) { impl_->backend->deregister_buffer(ptr); }
+
+std::vector<std::string> Communicator::allgather_bytes(const std::string& blob) {
+  impl_->check_usable();
+  return impl_->bootstrap->allgather(blob, Deadline::after(impl_->ctx.options.timeout));
+}
+void Communicator::host_barrier() {
+  impl_->check_usable();
+  impl_->bootstrap->barrier(Deadline::after(impl_->ctx.options.timeout));
+}
+
+void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }
+bool Communicator::aborted() const noexcept { return impl_->abort->raised(); }
+
+std::string Communicator::plan(Collective c, size_t bytes) const { return impl_->backend->plan(c, bytes); }
+
+}  // namespace actorcc

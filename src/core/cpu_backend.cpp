@@ -1,0 +1,89 @@
+// The CPU backend: collectives on host buffers through one POSIX shared-memory segment per
+// host (transport/shm), for groups whose ranks all run on one host.
+#include <memory>
+#include <string>
+
+#include "algorithms/cpu_algorithms.hpp"
+#include "common/log.hpp"
+#include "core/backend.hpp"
+#include "transport/shm/shm_group.hpp"
+
+namespace actorcc {
+namespace {
+
+class CpuBackend final : public BackendImpl {
+ public:
+  explicit CpuBackend(GroupContext& ctx) : ctx_(ctx), group_(ShmGroup::establish(ctx)) {
+    const std::string& algo = group_->algo();
+    if (!algo.empty() && algo != "oneshot" && algo != "twoshot")
+      LOG_WARN("rank " << ctx.rank << ": algorithm '" << algo
+                       << "' does not exist on the CPU backend (oneshot, twoshot); using the planner's choice");
+  }
+
+  Backend kind() const override { return Backend::Cpu; }
+
+  void run(const CollArgs& a) override {
+    switch (a.coll) {
+      case Collective::Barrier:
+        group_->sync("barrier");
+        return;
+      case Collective::AllReduce:
+        if (a.count == 0) return;
+        if (oneshot(a.count * dtype_size(a.dtype))) cpu::all_reduce_oneshot(*group_, a);
+        else cpu::all_reduce_twoshot(*group_, a);
+        return;
+      case Collective::ReduceScatter:
+        if (a.count != 0) cpu::reduce_scatter(*group_, a);
+        return;
+      case Collective::AllGather:
+        if (a.count != 0) cpu::all_gather(*group_, a);
+        return;
+      case Collective::Broadcast:
+        if (a.count != 0) cpu::broadcast(*group_, a, local_of(a.root));
+        return;
+    }
+    throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);
+  }
+
+  std::string plan(Collective c, size_t bytes) const override {
+    switch (c) {
+      case Collective::AllReduce: return oneshot(bytes) ? "shm_oneshot" : "shm_twoshot";
+      case Collective::ReduceScatter: return "shm_reduce_scatter";
+      case Collective::AllGather: return "shm_all_gather";
+      case Collective::Broadcast: return "shm_broadcast";
+      case Collective::Barrier: return "shm_barrier";
+    }
+    return "unknown";
+  }
+
+ private:
+  bool oneshot(size_t bytes) const {
+    if (group_->algo() == "oneshot") return true;
+    if (group_->algo() == "twoshot") return false;
+    return bytes <= cpu::kOneShotMaxBytes;
+  }
+  // All ranks are on this host (checked at construction): global rank r is local index r.
+  int local_of(int rank) const { return rank; }
+
+  GroupContext& ctx_;
+  std::unique_ptr<ShmGroup> group_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx) {
+  // Shared memory reaches only the ranks of one host; a group spanning hosts needs a network
+  // transport the CPU backend does not have. Every rank sees the same peer table, so every
+  // rank throws here, before any collective step, and none is left waiting.
+  for (const auto& p : ctx.peers)
+    if (p.node != ctx.peers.at(0).node)
+      throw UnsupportedError("the CPU backend needs all ranks on one host; ranks 0 and " + std::to_string(p.rank) +
+                                 " are on different hosts ('" + ctx.peers[0].host_id + "' and '" + p.host_id +
+                                 "'); use the CUDA backend or run every rank on one host",
+                             ctx.rank);
+  if (static_cast<int>(ctx.local_ranks.size()) != ctx.world || ctx.local_index != ctx.rank)
+    throw Error(ErrorCode::Internal, "CPU backend: local rank table does not match a single-host group", ctx.rank);
+  return std::make_unique<CpuBackend>(ctx);
+}
+
+}  // namespace actorcc

@@ -1,0 +1,376 @@
+// The CUDA backend: one rank per GPU, ranks of a node share VMM workspaces (transport/ipc) and
+// run the NVLink kernels of src/algorithms/cuda_*.cu on the caller's stream. No host
+// synchronisation per call; kernel failures (timeout, abort) are left in host-mapped memory
+// and turned into exceptions by the next call on the host.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "algorithms/cuda_algorithms.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "core/backend.hpp"
+#include "transport/ipc/driver_api.hpp"
+#include "transport/ipc/workspace.hpp"
+
+namespace actorcc {
+namespace {
+
+using cuda::CallArgs;
+using cuda::DeviceComm;
+using cuda::Tuning;
+
+void ck(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// Host-mapped words: [0] abort (host -> device), [4..7] error record (device -> host).
+struct HostWords {
+  int* host = nullptr;
+  int* dev = nullptr;
+  HostWords() {
+    ck(cudaHostAlloc(reinterpret_cast<void**>(&host), 64, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+    std::memset(host, 0, 64);
+    ck(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0), "cudaHostGetDevicePointer");
+  }
+  ~HostWords() {
+    if (host) cudaFreeHost(host);
+  }
+  HostWords(const HostWords&) = delete;
+  HostWords& operator=(const HostWords&) = delete;
+  volatile int* abort_word() const { return host; }
+  volatile int* error() const { return host + 4; }
+};
+
+// Owns a cudaMalloc'd range.
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t n) {
+    ck(cudaMalloc(&p, n), "cudaMalloc");
+    ck(cudaMemset(p, 0, n), "cudaMemset");
+  }
+  ~DeviceBuffer() {
+    if (p) cudaFree(p);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// Restores the caller's current device.
+struct DeviceGuard {
+  int prev = -1;
+  explicit DeviceGuard(int dev) {
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != dev) ck(cudaSetDevice(dev), "cudaSetDevice");
+    else prev = -1;
+  }
+  ~DeviceGuard() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+
+size_t env_size(const char* name, size_t dflt) {
+  auto v = env::get_int(name);
+  return v && *v > 0 ? static_cast<size_t>(*v) : dflt;
+}
+
+// Everything every rank must agree on (rank 0's values are used by all).
+struct Agreed {
+  Tuning tune;
+  std::string algo;
+  size_t workspace_bytes = 0;
+  int data_blocks = 0;
+  int ll_blocks = 128;
+  size_t ll_slot_bytes = 16 << 10;
+
+  std::string encode() const {
+    std::ostringstream os;
+    os << tune.threads << ' ' << tune.ll_threads << ' ' << tune.min_tile << ' ' << tune.push_min_chunk << ' '
+       << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
+       << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << (algo.empty() ? "-" : algo);
+    return os.str();
+  }
+  static Agreed decode(const std::string& s) {
+    Agreed a;
+    std::istringstream is(s);
+    is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
+        a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >> a.algo;
+    if (a.algo == "-") a.algo.clear();
+    return a;
+  }
+};
+
+Agreed local_settings(const GroupContext& ctx, int sm_count) {
+  Agreed a;
+  // setting: ACTORCC_CUDA_THREADS - threads per CTA of the data kernels (default 512)
+  a.tune.threads = static_cast<int>(std::min<size_t>(512, env_size("ACTORCC_CUDA_THREADS", 512)));
+  // setting: ACTORCC_CUDA_MIN_TILE - smallest per-CTA tile in bytes (default 16384)
+  a.tune.min_tile = env_size("ACTORCC_CUDA_MIN_TILE", a.tune.min_tile);
+  // setting: ACTORCC_CUDA_PUSH_CHUNK - smallest per-CTA slice of the one-shot push (default 8192)
+  a.tune.push_min_chunk = env_size("ACTORCC_CUDA_PUSH_CHUNK", a.tune.push_min_chunk);
+  // setting: ACTORCC_CUDA_LL_MAX - all-reduce bytes (2 ranks) up to which the LL one-shot is used
+  a.tune.ll_max = env_size("ACTORCC_CUDA_LL_MAX", a.tune.ll_max);
+  // setting: ACTORCC_CUDA_PUSH_MAX - all-reduce bytes (2 ranks) up to which the one-shot push is used
+  a.tune.push_max = env_size("ACTORCC_CUDA_PUSH_MAX", a.tune.push_max);
+  // setting: ACTORCC_CUDA_BLOCKS - CTAs of the data kernels (default: the GPU's SM count)
+  a.data_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_BLOCKS", sm_count)));
+  // setting: ACTORCC_CUDA_LL_THREADS - threads per CTA of the LL one-shot (default 512)
+  a.tune.ll_threads = static_cast<int>(std::min<size_t>(512, env_size("ACTORCC_CUDA_LL_THREADS", 512)));
+  // setting: ACTORCC_CUDA_LL_BLOCKS - CTAs of the LL one-shot (default 128)
+  a.ll_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL_BLOCKS", a.ll_blocks)));
+  // setting: ACTORCC_CUDA_PDL - 0 disables programmatic dependent launch of the kernels
+  if (auto v = env::get_bool("ACTORCC_CUDA_PDL")) a.tune.pdl = *v ? 1 : 0;
+  // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
+  // 64 MiB all-reduce takes exactly two rounds.
+  a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
+  a.algo = ctx.options.algo;
+  return a;
+}
+
+const char* kAlgoOneshot = "oneshot";
+const char* kAlgoPush = "oneshot_push";
+const char* kAlgoTwoshot = "twoshot";
+
+std::string normalize_algo(const std::string& a, int rank) {
+  if (a.empty() || a == "auto") return "";
+  if (a == "oneshot" || a == "ll" || a == "oneshot_ll") return kAlgoOneshot;
+  if (a == "oneshot_push" || a == "push") return kAlgoPush;
+  if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
+  LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
+  return "";
+}
+
+class CudaBackend final : public BackendImpl {
+ public:
+  explicit CudaBackend(GroupContext& ctx) : ctx_(ctx), device_(ctx.options.device) {
+    if (device_ < 0) ck(cudaGetDevice(&device_), "cudaGetDevice");
+    if (ctx.world == 1) return;  // a one-rank group only copies; nothing to share
+    if (ctx.num_nodes > 1)
+      throw UnsupportedError("rank " + std::to_string(ctx.rank) +
+                             ": the CUDA backend serves one node; this group spans " + std::to_string(ctx.num_nodes) +
+                             " nodes (the inter-node NCCL rail transport is not built yet)");
+    if (ctx.world > cuda::kMaxRanks)
+      throw UnsupportedError("the CUDA backend supports up to " + std::to_string(cuda::kMaxRanks) + " ranks per node");
+    Deadline dl = Deadline::after(ctx.options.join_timeout);
+
+    // Local preparation; failures are shared so every rank throws together (same bootstrap calls).
+    std::string err;
+    Agreed mine;
+    try {
+      ck(cudaSetDevice(device_), "cudaSetDevice");
+      const auto& drv = ipc::DriverApi::get();
+      if (!drv.ok) throw CudaError("CUDA driver API unavailable: " + drv.error);
+      int sms = 0;
+      ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
+      mine = local_settings(ctx, sms);
+      words_ = std::make_shared<HostWords>();
+      counters_ = std::make_unique<DeviceBuffer>(cuda::kMaxBlocks * sizeof(unsigned long long));
+      ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    auto all = ctx.bootstrap->allgather((err.empty() ? "ok " : "fail ") + (err.empty() ? mine.encode() : err), dl);
+    std::string bad;
+    int min_blocks = cuda::kMaxBlocks;
+    for (int r = 0; r < ctx.world; ++r) {
+      if (all[r].rfind("ok ", 0) != 0) bad += " rank " + std::to_string(r) + ": " + all[r].substr(5) + ";";
+      else min_blocks = std::min(min_blocks, Agreed::decode(all[r].substr(3)).data_blocks);
+    }
+    if (!bad.empty()) throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on" + bad, ctx.rank);
+    agreed_ = Agreed::decode(all[0].substr(3));
+    agreed_.data_blocks = std::max(1, min_blocks);
+    agreed_.algo = normalize_algo(agreed_.algo, ctx.rank);
+    forced_ = agreed_.algo == kAlgoOneshot ? Algo::OneShot
+              : agreed_.algo == kAlgoPush  ? Algo::Push
+              : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
+                                             : Algo::Other;
+
+    // Workspace layout (see kernels/device_comm.cuh).
+    const int W = ctx.world, NB = agreed_.data_blocks;
+    size_t tile = agreed_.workspace_bytes / (size_t(4) * NB * W);
+    tile = tile / 4096 * 4096;
+    if (tile < 4096) tile = 4096;
+    DeviceComm& d = dc_;
+    d.rank = ctx.rank;
+    d.world = W;
+    d.flags_off = 0;
+    d.ll_off = cuda::flags_bytes();
+    d.ll_blocks = agreed_.ll_blocks;
+    d.ll_slot_bytes = agreed_.ll_slot_bytes;
+    d.data_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
+    d.data_blocks = NB;
+    d.tile_bytes = tile;
+    const size_t total = d.data_off + size_t(4) * NB * W * tile;
+
+    ws_ = ipc::SharedWorkspace::create(ctx, device_, total);
+    for (int r = 0; r < cuda::kMaxRanks; ++r) d.ws[r] = r < W ? static_cast<char*>(ws_->peer(r)) : nullptr;
+    d.counters = static_cast<unsigned long long*>(counters_->p);
+    d.abort_word = words_->dev;
+    d.error = words_->dev + 4;
+    d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
+
+    std::weak_ptr<HostWords> w = words_;
+    ctx.abort->on_raise([w] {
+      if (auto p = w.lock()) *p->abort_word() = 1;
+    });
+    LOG_INFO("rank " << ctx.rank << ": CUDA backend on device " << device_ << ", workspace " << (total >> 20)
+                     << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << tile << " B");
+  }
+
+  ~CudaBackend() override {
+    if (order_event_) cudaEventDestroy(order_event_);
+    // Kernels still queued may use the workspace: let them finish (or fail) before unmapping.
+    if (ws_) cudaDeviceSynchronize();
+  }
+
+  Backend kind() const override { return Backend::Cuda; }
+  int device() const override { return device_; }
+
+  enum class Algo { Copy, OneShot, Push, TwoShot, Other };
+
+  Algo pick(Collective c, size_t bytes) const {
+    if (ctx_.world == 1) return Algo::Copy;
+    if (c != Collective::AllReduce) return Algo::Other;
+    if (forced_ != Algo::Other) return forced_;
+    // One-shot algorithms move (world-1) copies of the message out of every rank, so their
+    // thresholds shrink with the world (measured for 2 ranks; a guess beyond).
+    const size_t scale = size_t(ctx_.world);
+    if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
+    if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
+    return Algo::TwoShot;
+  }
+
+  std::string plan(Collective c, size_t bytes) const override {
+    switch (pick(c, bytes)) {
+      case Algo::Copy: return "copy";
+      case Algo::OneShot: return kAlgoOneshot;
+      case Algo::Push: return kAlgoPush;
+      case Algo::TwoShot: return kAlgoTwoshot;
+      default: break;
+    }
+    switch (c) {
+      case Collective::ReduceScatter: return "reduce_scatter_push";
+      case Collective::AllGather: return "allgather_push";
+      case Collective::Broadcast: return "broadcast_push";
+      default: return "barrier_flags";
+    }
+  }
+
+  void run(const CollArgs& a) override {
+    check_device_errors();
+    if (a.coll != Collective::Barrier && a.count == 0) return;
+    DeviceGuard guard(device_);
+    auto stream = static_cast<cudaStream_t>(a.stream);
+    if (ctx_.world == 1) return run_single(a, stream);
+    order_after_previous(stream);
+    CallArgs ca;
+    ca.send = a.send;
+    ca.recv = a.recv;
+    ca.count = a.count;
+    ca.dtype = static_cast<int>(a.dtype);
+    ca.op = static_cast<int>(a.op);
+    ca.root = a.root;
+    ca.coll = static_cast<int>(a.coll);
+    ca.stream = stream;
+    cudaError_t e = cudaSuccess;
+    switch (a.coll) {
+      case Collective::AllReduce: {
+        Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
+        if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
+        else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
+        else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
+        break;
+      }
+      case Collective::ReduceScatter: e = cuda::reduce_scatter_push(dc_, agreed_.tune, ca); break;
+      case Collective::AllGather: e = cuda::allgather_push(dc_, agreed_.tune, ca); break;
+      case Collective::Broadcast: e = cuda::broadcast_push(dc_, agreed_.tune, ca); break;
+      case Collective::Barrier: e = cuda::barrier_flags(dc_, agreed_.tune, ca); break;
+    }
+    ck(e, std::string("launching CUDA ") + std::string(to_string(a.coll)));
+    last_stream_ = stream;
+    have_last_ = true;
+  }
+
+  // Nothing needs registering: every kernel reads the user's input and writes the user's output
+  // directly (the input is pushed to the peers by the kernel itself); only the workspace,
+  // shared once at setup, is ever addressed by another rank. Registration is accepted and ignored.
+  void register_buffer(void*, size_t) override {}
+  void deregister_buffer(void*) override {}
+
+ private:
+  // A kernel that gave up (timeout, abort) left a record in host-mapped memory: turn it into
+  // the group's error, once, and throw it.
+  void check_device_errors() {
+    if (!words_) return;
+    volatile int* e = words_->error();
+    int code = e[0];
+    if (code == cuda::kErrNone) return;
+    int peer = e[1], coll = e[2];
+    std::string what = coll >= 0 && coll <= 4 ? std::string(to_string(static_cast<Collective>(coll))) : "collective";
+    std::string ms = std::to_string(ctx_.options.timeout.count());
+    if (code == cuda::kErrTimeout)
+      ctx_.abort->raise(peer, ErrorCode::Timeout,
+                        "CUDA " + what + " timed out after " + ms + " ms waiting for rank " + std::to_string(peer));
+    else
+      ctx_.abort->raise(peer, ErrorCode::Remote, "CUDA " + what + " stopped: the group was aborted");
+    ctx_.abort->rethrow();
+  }
+
+  // Calls must run in order on the device (they share workspace slots and step counters).
+  // When the caller switches streams, the new stream waits for the previous one (not while
+  // capturing a graph: a capture may not wait on work outside it).
+  void order_after_previous(cudaStream_t s) {
+    if (!have_last_ || s == last_stream_) return;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    cudaStreamCaptureStatus ls = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(last_stream_, &ls) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    if (cs != cudaStreamCaptureStatusNone || ls != cudaStreamCaptureStatusNone) return;
+    ck(cudaEventRecord(order_event_, last_stream_), "cudaEventRecord");
+    ck(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent");
+  }
+
+  void run_single(const CollArgs& a, cudaStream_t s) {
+    if (a.coll == Collective::Barrier) return;
+    size_t bytes = a.count * dtype_size(a.dtype);  // every collective of one rank is a copy
+    if (a.send && a.send != a.recv) ck(cudaMemcpyAsync(a.recv, a.send, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+  }
+
+  GroupContext& ctx_;
+  int device_ = -1;
+  Agreed agreed_;
+  Algo forced_ = Algo::Other;
+  DeviceComm dc_{};
+  std::shared_ptr<HostWords> words_;
+  std::unique_ptr<DeviceBuffer> counters_;
+  std::unique_ptr<ipc::SharedWorkspace> ws_;
+  cudaEvent_t order_event_ = nullptr;
+  cudaStream_t last_stream_ = nullptr;
+  bool have_last_ = false;
+};
+
+}  // namespace
+
+bool cuda_usable(int device) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return false;
+  }
+  return device < n;
+}
+
+std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx) { return std::make_unique<CudaBackend>(ctx); }
+
+}  // namespace actorcc

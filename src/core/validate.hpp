@@ -1,0 +1,10 @@
+// Argument checks a Communicator makes before any data moves. Each throws InvalidArgument
+// naming the argument, the value and the rank.
+#pragma once
+#include "core/backend.hpp"
+
+namespace actorcc {
+
+void validate_args(const CollArgs& a, int rank, int world);
+
+}  // namespace actorcc

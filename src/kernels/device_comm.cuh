@@ -1,0 +1,49 @@
+// DeviceComm: the small, trivially copyable view of a communicator that every kernel gets by
+// value. It names each rank's shared workspace as mapped in this process, the per-CTA step
+// counters, the host-mapped abort/error words and the workspace layout.
+//
+// Workspace layout (every rank's region has the same layout):
+//   [flags]  uint64 flags[2 phases][kMaxBlocks][kMaxRanks]: flags[ph][b][src] is written by rank
+//            src's CTA b (st.release.sys) with value step+1 once its data for that step and phase
+//            is in place; only ever increases, so readers compare with >=.
+//   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
+//            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
+//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes].
+// Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
+// of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
+// B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the
+// parity-(s & 1) slots in B at step s+2. CTA b only ever talks to CTA b of other ranks, and
+// every rank launches the same grid for the same call, so per-CTA counters agree everywhere.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace actorcc::cuda {
+
+constexpr int kMaxRanks = 8;
+constexpr int kMaxBlocks = 1024;  // per-CTA counters and flag rows
+
+struct DeviceComm {
+  char* ws[kMaxRanks];            // ws[r]: rank r's workspace mapped here (ws[rank] is ours)
+  int rank = 0;
+  int world = 1;
+  unsigned long long* counters;   // [kMaxBlocks] per-CTA step counters, this GPU's memory
+  volatile int* abort_word;       // host-mapped: nonzero = stop waiting
+  int* error;                     // host-mapped [4]: code, peer, collective, _
+  unsigned long long timeout_ns;  // bound on any single wait
+  size_t flags_off;
+  size_t ll_off;
+  size_t ll_slot_bytes;           // per (parity, block, src), LL lines
+  int ll_blocks;
+  size_t data_off;
+  size_t tile_bytes;              // per (parity, block, phase, src)
+  int data_blocks;
+};
+
+// Error codes the kernels leave in error[0].
+enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2 };
+
+inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
+
+
+}  // namespace actorcc::cuda

@@ -1,0 +1,188 @@
+// Device primitives shared by every algorithm: cross-GPU memory ordering, bounded spinning,
+// slot addressing, 16-byte vector copies with scalar tails.
+//
+// Memory ordering (PTX memory model, system scope because the peer is another GPU):
+//  - a writer CTA stores its data with plain st.global (to peer memory over NVLink), then
+//    __syncthreads() so all of the CTA's stores precede thread 0 in CTA order, then thread 0
+//    issues fence.sc.sys (__threadfence_system, cumulative over what the CTA observed) and a
+//    st.release.sys of the flag;
+//  - a reader's thread 0 spins with ld.acquire.sys on the flag in its own memory, then
+//    __syncthreads(); the CTA then reads the data with ld.global.cg (L2, never a stale L1 line).
+// LL lines carry data and flag in one 16-byte st.volatile.v4, which NVLink delivers whole, so
+// the reader needs no separate flag: it polls the line itself.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/device_comm.cuh"
+
+namespace actorcc::cuda {
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void st_release_sys(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_volatile_v4(void* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_volatile_v4(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Records the first failure in host-mapped memory and raises the abort word, so every other
+// wait of this and later kernels gives up quickly too.
+static __device__ __noinline__ void record_error(const DeviceComm& c, int code, int peer, int coll) {
+  volatile int* e = c.error;
+  if (e[0] == 0) {
+    e[1] = peer;
+    e[2] = coll;
+    __threadfence_system();
+    e[0] = code;
+  }
+  *c.abort_word = 1;
+  __threadfence_system();
+}
+
+// Spin budget check, called every so many polls: the abort word lives in host memory (a
+// PCIe read), so it is not read on every iteration.
+// The deadline starts at the first check (after ~1000 polls), not at kernel entry, which keeps
+// the timer read off the fast path.
+struct Spin {
+  unsigned long long deadline = 0;
+  unsigned n = 0;
+  __device__ __forceinline__ bool expired(const DeviceComm& c, int peer, int coll) {
+    if ((++n & 1023u) != 0) return false;
+    if (*c.abort_word) {
+      record_error(c, kErrAborted, peer, coll);
+      return true;
+    }
+    const unsigned long long now = globaltimer();
+    if (deadline == 0) deadline = now + c.timeout_ns;
+    if (now > deadline) {
+      record_error(c, kErrTimeout, peer, coll);
+      return true;
+    }
+    return false;
+  }
+};
+
+__device__ __forceinline__ unsigned long long* flag_ptr(const DeviceComm& c, int owner, int ph, int b, int src) {
+  return reinterpret_cast<unsigned long long*>(c.ws[owner] + c.flags_off) + (size_t(ph) * kMaxBlocks + b) * kMaxRanks + src;
+}
+__device__ __forceinline__ char* data_slot(const DeviceComm& c, int owner, int parity, int b, int ph, int src) {
+  return c.ws[owner] + c.data_off + ((((size_t)parity * c.data_blocks + b) * 2 + ph) * c.world + src) * c.tile_bytes;
+}
+__device__ __forceinline__ char* ll_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
+  return c.ws[owner] + c.ll_off + (((size_t)parity * c.ll_blocks + b) * c.world + src) * c.ll_slot_bytes;
+}
+
+// CTA-wide step bookkeeping. Kernels may be launched with programmatic dependent launch
+// (PDL): griddepcontrol.wait blocks until the previous grid on the stream has completed and its
+// memory is visible, so everything after it sees the previous call's results exactly as with
+// plain stream order; launch_dependents then lets the next call's CTAs be scheduled while this
+// one runs (they park in their own wait), hiding the launch latency. Every thread reads the
+// CTA's counter itself (no barrier on the critical path); thread 0 writes it back at the end,
+// after a barrier every kernel passes once all threads have read it.
+struct Step {
+  unsigned long long s;  // current step number (flag value s+1)
+  Spin spin;
+};
+__device__ __forceinline__ Step begin_steps(const DeviceComm& c) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  Step st;
+  st.s = __ldcg(c.counters + blockIdx.x);
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  return st;
+}
+__device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st) {
+  __syncthreads();
+  if (threadIdx.x == 0) c.counters[blockIdx.x] = st.s;
+}
+
+// Thread 0 publishes this CTA's phase-`ph` data of step st.s to every peer (or only those in
+// `to_mask`), then waits for every peer's (or those in `from_mask`). Returns false on
+// timeout/abort (for the whole CTA). Must be called by all threads.
+__device__ __forceinline__ bool exchange(const DeviceComm& c, Step& st, int ph, int coll, unsigned to_mask = 0xffu,
+                                         unsigned from_mask = 0xffu) {
+  __shared__ int s_ok;
+  __syncthreads();  // every thread's data stores precede thread 0's fence
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    const unsigned long long v = st.s + 1;
+    __threadfence_system();
+    for (int k = 1; k < c.world; ++k) {
+      int q = (c.rank + k) % c.world;
+      if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
+    }
+    for (int k = 1; k < c.world && ok; ++k) {
+      int q = (c.rank + c.world - k) % c.world;
+      if (!(from_mask >> q & 1u)) continue;
+      const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
+      while (ld_acquire_sys(f) < v)
+        if (st.spin.expired(c, q, coll)) { ok = 0; break; }
+    }
+    s_ok = ok;
+  }
+  __syncthreads();
+  return s_ok != 0;
+}
+
+// ---- 16-byte vector copies with a scalar tail -----------------------------------------------
+__device__ __forceinline__ uint4 ld_cg(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+// Copies `n` bytes with threads tid = 0..nthr-1 of a group (a CTA or a warp); `vec` says both
+// pointers are 16-byte aligned (else byte copies: only reached for buffers the caller passed
+// misaligned, or odd slices). Four 16-byte loads in flight per thread.
+__device__ __forceinline__ void copy_bytes_g(char* __restrict__ dst, const char* __restrict__ src, size_t n, bool vec,
+                                             bool src_cg, unsigned tid, unsigned nthr) {
+  size_t nv = vec ? n / 16 : 0;
+  const uint4* s4 = reinterpret_cast<const uint4*>(src);
+  uint4* d4 = reinterpret_cast<uint4*>(dst);
+  constexpr int U = 4;
+  size_t i = tid;
+  const size_t stride = nthr;
+  for (; i + (U - 1) * stride < nv; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = src_cg ? __ldcg(s4 + i + u * stride) : s4[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < U; ++u) d4[i + u * stride] = v[u];
+  }
+  for (; i < nv; i += stride) d4[i] = src_cg ? __ldcg(s4 + i) : s4[i];
+  for (size_t j = nv * 16 + tid; j < n; j += stride) dst[j] = src_cg ? __ldcg(src + j) : src[j];
+}
+__device__ __forceinline__ void copy_bytes(char* __restrict__ dst, const char* __restrict__ src, size_t n, bool vec,
+                                           bool src_cg) {
+  copy_bytes_g(dst, src, n, vec, src_cg, threadIdx.x, blockDim.x);
+}
+
+// One element through L2 (ld.global.cg), for any 1/2/4/8-byte element type.
+template <typename T>
+__device__ __forceinline__ T ld_cg_elem(const T* p) {
+  using U = std::conditional_t<sizeof(T) == 1, unsigned char,
+            std::conditional_t<sizeof(T) == 2, unsigned short,
+            std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>>>;
+  U v = __ldcg(reinterpret_cast<const U*>(p));
+  T r;
+  memcpy(&r, &v, sizeof(T));
+  return r;
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace actorcc::cuda

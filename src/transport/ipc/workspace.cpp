@@ -1,0 +1,195 @@
+#include "transport/ipc/workspace.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "common/log.hpp"
+#include "transport/ipc/uds.hpp"
+
+namespace actorcc::ipc {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'C', 'C', 'I', 'P', 'C', '1', '\0'};
+
+// What travels with each descriptor; the receiver checks all of it.
+struct FdHeader {
+  char magic[8];
+  char tag[48];
+  int32_t src = -1;
+  int32_t dst = -1;
+  uint64_t bytes = 0;
+};
+
+std::string socket_name(const std::string& tag, int rank) { return "actorcc/" + tag + "/ws/" + std::to_string(rank); }
+
+// All-gathers `err` ("" = ok); returns the combined reasons of the ranks that failed.
+std::string gather_errors(GroupContext& ctx, const std::string& err, Deadline dl) {
+  auto all = ctx.bootstrap->allgather(err, dl);
+  std::string out;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + all[r];
+  return out;
+}
+
+void zero(void* p, size_t n) {
+  cudaError_t e = cudaMemset(p, 0, n);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(std::string("zeroing the workspace: ") + cudaGetErrorString(e));
+  }
+}
+
+std::string to_hex(const void* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t b = static_cast<const uint8_t*>(p)[i];
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+bool from_hex(const std::string& s, void* out, size_t n) {
+  if (s.size() != 2 * n) return false;
+  auto v = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
+  for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v(s[2 * i]) << 4 | v(s[2 * i + 1]));
+  return true;
+}
+
+}  // namespace
+
+SharedWorkspace::~SharedWorkspace() {
+  // Peers' mappings first, then our own allocation (each owner frees in its destructor).
+  vmm_peers_.clear();
+  legacy_peers_.clear();
+}
+
+std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int device, size_t bytes) {
+  std::unique_ptr<SharedWorkspace> ws(new SharedWorkspace());
+  const int world = ctx.world, me = ctx.rank;
+  ws->peers_.assign(world, nullptr);
+  ws->vmm_peers_.resize(world);
+  ws->legacy_peers_.resize(world);
+  Deadline dl = Deadline::after(ctx.options.join_timeout);
+  std::string why_vmm;
+
+  // ---- 1. VMM allocation, export, listen --------------------------------------------------
+  std::string err;
+  UniqueFd myfd, listener;
+  try {
+    ws->vmm_local_ = VmmRegion::allocate(bytes, device);
+    zero(ws->vmm_local_.ptr(), ws->vmm_local_.size());
+    myfd = ws->vmm_local_.export_fd();
+    listener = uds_listen(socket_name(ctx.group_tag, me));
+  } catch (const std::exception& e) {
+    err = std::string("VMM allocation/export: ") + e.what();
+  }
+  std::string bad = gather_errors(ctx, err, dl);
+  if (bad.empty()) {
+    // ---- 2. descriptor exchange and import ------------------------------------------------
+    err.clear();
+    size_t region = ws->vmm_local_.size();  // same size on every rank (same request, same granularity)
+    try {
+      std::vector<UniqueFd> conns;
+      for (int p : ctx.local_ranks) {
+        if (p == me) continue;
+        UniqueFd c = uds_connect(socket_name(ctx.group_tag, p), dl);
+        FdHeader h{};
+        std::memcpy(h.magic, kMagic, sizeof kMagic);
+        std::strncpy(h.tag, ctx.group_tag.c_str(), sizeof h.tag - 1);
+        h.src = me;
+        h.dst = p;
+        h.bytes = region;
+        uds_send(c.get(), &h, sizeof h, myfd.get());
+        conns.push_back(std::move(c));  // kept open until every peer has read it
+      }
+      std::vector<UniqueFd> fds(world);
+      for (size_t k = 1; k < ctx.local_ranks.size(); ++k) {
+        UniqueFd c = uds_accept(listener.get(), dl);
+        FdHeader h{};
+        UniqueFd fd = uds_recv(c.get(), &h, sizeof h, dl);
+        if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::strncmp(h.tag, ctx.group_tag.c_str(), sizeof h.tag) != 0)
+          throw SystemError("IPC exchange: a connection with a foreign group tag was rejected");
+        if (h.dst != me || h.src < 0 || h.src >= world || h.src == me || fds[h.src].valid())
+          throw SystemError("IPC exchange: bad or duplicate sender rank " + std::to_string(h.src));
+        if (h.bytes != region)
+          throw SystemError("IPC exchange: rank " + std::to_string(h.src) + " shares " + std::to_string(h.bytes) +
+                            " bytes, expected " + std::to_string(region));
+        if (!fd.valid()) throw SystemError("IPC exchange: rank " + std::to_string(h.src) + " sent no descriptor");
+        fds[h.src] = std::move(fd);
+      }
+      for (int p : ctx.local_ranks) {
+        if (p == me) continue;
+        ws->vmm_peers_[p] = VmmRegion::import(fds[p].get(), region, device);
+        ws->peers_[p] = ws->vmm_peers_[p].ptr();
+      }
+    } catch (const std::exception& e) {
+      err = std::string("VMM import: ") + e.what();
+    }
+    bad = gather_errors(ctx, err, dl);
+    if (bad.empty()) {
+      ws->mode_ = "vmm";
+      ws->size_ = region;
+      ws->local_ = ws->vmm_local_.ptr();
+      ws->peers_[me] = ws->local_;
+      return ws;
+    }
+  }
+  why_vmm = bad;
+  LOG_WARN("rank " << me << ": VMM workspace sharing failed (" << why_vmm << "); trying legacy cudaIpc");
+
+  // ---- 3. legacy cudaIpc fallback ---------------------------------------------------------
+  listener.reset();
+  myfd.reset();
+  ws->vmm_peers_.clear();
+  ws->vmm_peers_.resize(world);
+  ws->vmm_local_.reset();
+  std::fill(ws->peers_.begin(), ws->peers_.end(), nullptr);
+  err.clear();
+  std::string blob;
+  try {
+    ws->legacy_local_ = LegacyRegion::allocate(bytes);
+    zero(ws->legacy_local_.ptr(), bytes);
+    char h[64];
+    ws->legacy_local_.handle(h);
+    blob = to_hex(h, sizeof h);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  auto all = ctx.bootstrap->allgather(err.empty() ? "ok:" + blob : "fail:" + err, dl);
+  std::string fails;
+  for (int r = 0; r < world; ++r)
+    if (all[r].rfind("ok:", 0) != 0) fails += " rank " + std::to_string(r) + ": " + all[r].substr(5) + ";";
+  err.clear();
+  if (fails.empty()) {
+    try {
+      for (int p : ctx.local_ranks) {
+        if (p == me) continue;
+        char h[64];
+        if (!from_hex(all[p].substr(3), h, sizeof h)) throw SystemError("malformed cudaIpc handle from rank " + std::to_string(p));
+        ws->legacy_peers_[p] = LegacyRegion::open(h, bytes);
+        ws->peers_[p] = ws->legacy_peers_[p].ptr();
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  } else {
+    err = "skipped";
+  }
+  bad = gather_errors(ctx, err, dl);
+  if (!bad.empty() || !fails.empty())
+    throw UnsupportedError("rank " + std::to_string(me) +
+                               ": the local GPUs cannot map each other's memory (no P2P/NVLink path between them?). "
+                               "VMM: " + why_vmm + ". cudaIpc: " + (fails.empty() ? bad : fails),
+                           me);
+  ws->mode_ = "cudaipc";
+  ws->size_ = bytes;
+  ws->local_ = ws->legacy_local_.ptr();
+  ws->peers_[me] = ws->local_;
+  return ws;
+}
+
+}  // namespace actorcc::ipc

@@ -1,0 +1,263 @@
+#include "transport/shm/shm_group.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "common/log.hpp"
+#include "transport/shm/futex.hpp"
+
+namespace actorcc {
+
+struct ShmGroup::Header {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t nranks;
+  uint64_t buffer_bytes;
+  uint64_t total_bytes;
+  alignas(64) std::atomic<uint32_t> abort_word;  // 0 = none, else culprit + 2 (culprit may be -1)
+  std::atomic<uint32_t> abort_claim;             // first raiser wins the right to write the reason
+  char abort_reason[480];
+};
+
+// One cache line per rank so a rank's bumps never invalidate another rank's word.
+struct alignas(64) ShmGroup::Flag {
+  std::atomic<uint32_t> step;      // sync points passed (epoch counter, wraps harmlessly)
+  std::atomic<uint32_t> sleepers;  // ranks in FUTEX_WAIT on `step`
+};
+
+namespace {
+
+constexpr uint64_t kMagic = 0x6d68732d63637261ull;  // "arcc-shm"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPage = 4096;
+constexpr size_t kDefaultWorkspace = size_t{4} << 20;  // per rank: two 2 MiB buffers
+constexpr size_t kMinBuffer = size_t{32} << 10;
+constexpr int kSpins = 256;                             // ~ a few microseconds of pause
+constexpr std::chrono::microseconds kSleepSlice{10000};  // futex sleeps re-check every 10 ms
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+struct Layout {
+  size_t flags_off, slots_off, slot_bytes, total;
+};
+Layout layout_for(int n, size_t buffer_bytes) {
+  static_assert(sizeof(ShmGroup::Header) <= kPage);
+  Layout l{};
+  l.flags_off = kPage;
+  l.slots_off = l.flags_off + round_up(static_cast<size_t>(n) * sizeof(ShmGroup::Flag), kPage);
+  l.slot_bytes = 2 * buffer_bytes;
+  l.total = l.slots_off + static_cast<size_t>(n) * l.slot_bytes;
+  return l;
+}
+
+// Wrap-safe "counter has reached target" for monotonic 32-bit epochs.
+bool reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
+
+std::string list(const std::vector<int>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os.str();
+}
+
+// Sets the shared abort word (first raiser wins) and wakes every rank sleeping on a step word.
+// A free function over the raw mapping so the AbortSignal listener can call it through a
+// weak_ptr after the ShmGroup itself is gone.
+void publish_abort(void* base, int n, int culprit, const std::string& reason) noexcept {
+  auto* h = static_cast<ShmGroup::Header*>(base);
+  uint32_t expected = 0;
+  if (!h->abort_claim.compare_exchange_strong(expected, 1)) return;
+  const size_t len = std::min(reason.size(), sizeof(h->abort_reason) - 1);
+  std::memcpy(h->abort_reason, reason.data(), len);
+  h->abort_reason[len] = '\0';
+  h->abort_word.store(static_cast<uint32_t>(culprit + 2), std::memory_order_seq_cst);
+  futex::wake_all(&h->abort_word);
+  auto* flags = reinterpret_cast<ShmGroup::Flag*>(static_cast<uint8_t*>(base) + layout_for(n, 0).flags_off);
+  for (int p = 0; p < n; ++p) futex::wake_all(&flags[p].step);
+}
+
+}  // namespace
+
+size_t shm_buffer_bytes(size_t workspace_bytes) {
+  const size_t ws = workspace_bytes ? workspace_bytes : kDefaultWorkspace;
+  return std::max(kMinBuffer, round_up(ws / 2, kPage));
+}
+
+std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
+  const int n = static_cast<int>(ctx.local_ranks.size());
+  const int creator = ctx.local_ranks.at(0);
+  const bool is_creator = ctx.local_index == 0;
+  const Deadline dl = Deadline::after(ctx.options.join_timeout);
+  const std::string who = "rank " + std::to_string(ctx.rank);
+
+  // Step 1: the creator makes the segment and announces its name and size. The name carries
+  // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
+  // stale segment of an earlier run with the same address, ever collide.
+  ShmSegment seg;
+  std::string blob;
+  if (is_creator) {
+    try {
+      const size_t buffer = shm_buffer_bytes(ctx.options.workspace_bytes);
+      const Layout l = layout_for(n, buffer);
+      const std::string name = "/actorcc-" + ctx.group_tag + "-n" + std::to_string(ctx.peers.at(ctx.rank).node) + "-p" +
+                               std::to_string(::getpid());
+      seg = ShmSegment::create(name, l.total);
+      auto* h = new (seg.data()) Header{};
+      h->magic = kMagic;
+      h->version = kVersion;
+      h->nranks = static_cast<uint32_t>(n);
+      h->buffer_bytes = buffer;
+      h->total_bytes = l.total;
+      for (int p = 0; p < n; ++p)
+        new (static_cast<uint8_t*>(seg.data()) + l.flags_off + p * sizeof(Flag)) Flag{};
+      // "-" stands for the planner's choice, so the blob always has three fields.
+      const std::string algo = ctx.options.algo.empty() ? "-" : ctx.options.algo;
+      blob = "ok " + name + " " + std::to_string(buffer) + " " + algo;
+    } catch (const std::exception& e) {
+      blob = std::string("error ") + e.what();
+    }
+  }
+  auto all = ctx.bootstrap->allgather(blob, dl);
+  const std::string& announced = all.at(creator);
+  if (announced.rfind("ok ", 0) != 0)
+    throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
+                          announced.substr(std::min<size_t>(6, announced.size())),
+                      ctx.rank);
+  std::istringstream is(announced.substr(3));
+  std::string name, algo;
+  size_t buffer = 0;
+  is >> name >> buffer >> algo;
+  if (algo == "-") algo.clear();
+  const Layout l = layout_for(n, buffer);
+
+  // If anything below fails (a peer died, a map failed), whoever notices removes the name, so
+  // a creator that died before step 3 leaves nothing in /dev/shm either. Unlinking early is
+  // harmless: ranks that mapped the segment keep it.
+  try {
+    // Step 2: everyone else maps it; all report, so a failure anywhere fails every rank here.
+    std::string status;
+    if (!is_creator) {
+      try {
+        seg = ShmSegment::open(name, l.total, dl);
+        auto* h = static_cast<Header*>(seg.data());
+        if (h->magic != kMagic || h->version != kVersion || h->nranks != static_cast<uint32_t>(n) ||
+            h->buffer_bytes != buffer)
+          throw SystemError("shared memory segment '" + name + "' has an unexpected header");
+      } catch (const std::exception& e) {
+        status = e.what();
+        if (status.empty()) status = "unknown error";
+      }
+    }
+    all = ctx.bootstrap->allgather(status, dl);
+    std::vector<int> bad;
+    std::string reasons;
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty()) {
+        bad.push_back(static_cast<int>(r));
+        reasons += "; rank " + std::to_string(r) + ": " + all[r];
+      }
+    if (!bad.empty())
+      throw SystemError(who + ": rank(s) " + list(bad) + " could not map the CPU backend's shared memory" + reasons,
+                        ctx.rank);
+
+    // Step 3: every local rank has it mapped, so the name can go now: from here on nothing is
+    // left in /dev/shm whatever happens to the processes.
+    seg.unlink();
+  } catch (...) {
+    ::shm_unlink(name.c_str());
+    throw;
+  }
+  return std::unique_ptr<ShmGroup>(new ShmGroup(ctx, std::move(seg), buffer, algo));
+}
+
+ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::string algo)
+    : ctx_(ctx),
+      seg_(std::make_shared<ShmSegment>(std::move(seg))),
+      n_(static_cast<int>(ctx.local_ranks.size())),
+      me_(ctx.local_index),
+      buffer_bytes_(buffer_bytes),
+      segment_name_(seg_->name()),
+      algo_(std::move(algo)) {
+  const Layout l = layout_for(n_, buffer_bytes_);
+  auto* base = static_cast<uint8_t*>(seg_->data());
+  header_ = reinterpret_cast<Header*>(base);
+  flags_ = reinterpret_cast<Flag*>(base + l.flags_off);
+  slots_ = base + l.slots_off;
+
+  // When this rank learns that the group is broken (bootstrap: a peer died or aborted; or a
+  // local timeout), tell the local peers through the segment at once. The listener may run
+  // after this object is gone (the signal lives as long as the communicator), hence weak_ptr.
+  std::weak_ptr<ShmSegment> weak = seg_;
+  AbortSignal* signal = ctx.abort.get();
+  const int n = n_;
+  ctx.abort->on_raise([weak, signal, n] {
+    if (auto s = weak.lock()) publish_abort(s->data(), n, signal->culprit(), signal->reason());
+  });
+}
+
+ShmGroup::~ShmGroup() = default;
+
+uint8_t* ShmGroup::buffer(int local, uint64_t round) const {
+  return slots_ + static_cast<size_t>(local) * 2 * buffer_bytes_ + (round & 1) * buffer_bytes_;
+}
+
+void ShmGroup::check_abort() {
+  if (ctx_.abort->raised()) ctx_.abort->rethrow();
+  const uint32_t w = header_->abort_word.load(std::memory_order_acquire);
+  if (w != 0) {
+    const int culprit = static_cast<int>(w) - 2;
+    std::string reason(header_->abort_reason, strnlen(header_->abort_reason, sizeof(header_->abort_reason)));
+    ctx_.abort->raise(culprit, ErrorCode::Remote, reason.empty() ? "rank " + std::to_string(culprit) + " failed" : reason);
+    ctx_.abort->rethrow();
+  }
+}
+
+void ShmGroup::sync(const char* what) {
+  const uint32_t target = ++step_;
+  Flag& mine = flags_[me_];
+  mine.step.store(target, std::memory_order_seq_cst);
+  if (mine.sleepers.load(std::memory_order_seq_cst) != 0) futex::wake_all(&mine.step);
+  if (n_ == 1) return;
+
+  const Deadline dl = Deadline::after(ctx_.options.timeout);
+  int spins = 0;
+  for (int p = 0; p < n_; ++p) {
+    if (p == me_) continue;
+    Flag& f = flags_[p];
+    while (!reached(f.step.load(std::memory_order_acquire), target)) {
+      if (spins < kSpins) {
+        ++spins;
+        if ((spins & 31) == 0) check_abort();
+        futex::cpu_relax();
+        continue;
+      }
+      check_abort();
+      if (dl.expired()) throw_timeout(what, target);
+      f.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t v = f.step.load(std::memory_order_seq_cst);
+      if (!reached(v, target)) futex::wait(&f.step, v, kSleepSlice);
+      f.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+  check_abort();  // a peer may have raised the abort word after bumping its step
+}
+
+void ShmGroup::throw_timeout(const char* what, uint32_t target) {
+  std::vector<int> missing;
+  for (int p = 0; p < n_; ++p)
+    if (p != me_ && !reached(flags_[p].step.load(std::memory_order_acquire), target))
+      missing.push_back(ctx_.local_ranks[p]);
+  const std::string msg = "rank " + std::to_string(ctx_.rank) + " timed out after " +
+                          std::to_string(ctx_.options.timeout.count()) + " ms in " + what +
+                          " waiting for rank(s) " + list(missing);
+  // The group cannot continue after a partial collective: poison it for everyone (local
+  // peers stop through the abort word, naming the first missing rank) and for later calls.
+  ctx_.abort->raise(missing.empty() ? -1 : missing.front(), ErrorCode::Timeout, msg);
+  throw TimeoutError(msg, ctx_.rank);
+}
+
+}  // namespace actorcc

@@ -1,0 +1,105 @@
+#include "transport/shm/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "actorcc/error.hpp"
+
+namespace actorcc {
+
+namespace {
+
+std::string errno_text(const std::string& what, const std::string& name, int err) {
+  return what + " '" + name + "': " + std::strerror(err);
+}
+
+void* map_fd(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) throw SystemError(errno_text("mmap of shared memory", name, errno));
+  return p;
+}
+
+}  // namespace
+
+void UniqueFd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+ShmSegment::~ShmSegment() { release(); }
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept
+    : name_(std::move(o.name_)), addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)),
+      owner_(std::exchange(o.owner_, false)) {}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    release();
+    name_ = std::move(o.name_);
+    addr_ = std::exchange(o.addr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    owner_ = std::exchange(o.owner_, false);
+  }
+  return *this;
+}
+
+void ShmSegment::release() noexcept {
+  unlink();
+  if (addr_) ::munmap(addr_, size_);
+  addr_ = nullptr;
+  size_ = 0;
+}
+
+void ShmSegment::unlink() noexcept {
+  if (owner_) ::shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+  ShmSegment s;
+  UniqueFd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
+  if (fd.get() < 0) throw SystemError(errno_text("shm_open(create)", name, errno));
+  s.name_ = name;
+  s.owner_ = true;  // from here on the destructor unlinks if anything below fails
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    throw SystemError(errno_text("ftruncate of shared memory", name, errno) + " (" + std::to_string(bytes) + " bytes)");
+  if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); err != 0 && err != EOPNOTSUPP && err != EINVAL)
+    throw SystemError(errno_text("reserving shared memory", name, err) + " (" + std::to_string(bytes) +
+                      " bytes; is /dev/shm full or too small?)");
+  s.addr_ = map_fd(fd.get(), bytes, name);
+  s.size_ = bytes;
+  return s;
+}
+
+ShmSegment ShmSegment::open(const std::string& name, size_t bytes, Deadline deadline) {
+  for (;;) {
+    UniqueFd fd(::shm_open(name.c_str(), O_RDWR, 0600));
+    if (fd.get() >= 0) {
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0) throw SystemError(errno_text("fstat of shared memory", name, errno));
+      if (static_cast<size_t>(st.st_size) >= bytes) {
+        ShmSegment s;
+        s.name_ = name;
+        s.addr_ = map_fd(fd.get(), bytes, name);
+        s.size_ = bytes;
+        return s;
+      }
+    } else if (errno != ENOENT) {
+      throw SystemError(errno_text("shm_open", name, errno));
+    }
+    // Not there yet (or still being sized by its creator): retry until the deadline.
+    if (deadline.expired())
+      throw TimeoutError("shared memory segment '" + name + "' did not appear (or stayed smaller than " +
+                         std::to_string(bytes) + " bytes) before the deadline");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace actorcc

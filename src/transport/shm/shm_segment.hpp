@@ -1,0 +1,74 @@
+// ShmSegment: an RAII POSIX shared-memory mapping. The creator owns the name until unlink();
+// the mapping lives until the object dies. Unlinking as soon as every local rank has mapped
+// the segment means a SIGKILL later leaves nothing behind in /dev/shm: the kernel frees the
+// memory when the last mapping goes.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "common/deadline.hpp"
+
+namespace actorcc {
+
+// Owns a file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ~ShmSegment();
+  ShmSegment(ShmSegment&& o) noexcept;
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // Creates `name` ("/actorcc-...") exclusively, sizes it and reserves its pages (so a full
+  // /dev/shm fails here with an error instead of SIGBUS later), and maps it zero-filled.
+  // Throws SystemError.
+  static ShmSegment create(const std::string& name, size_t bytes);
+  // Opens and maps an existing segment of at least `bytes`, retrying until `deadline` while it
+  // does not exist yet or is still being sized. Throws SystemError / TimeoutError.
+  static ShmSegment open(const std::string& name, size_t bytes, Deadline deadline);
+
+  // Removes the name (creator only; idempotent). The mapping stays valid.
+  void unlink() noexcept;
+
+  void* data() const { return addr_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  bool owns_name() const { return owner_; }
+
+ private:
+  void release() noexcept;
+  std::string name_;
+  void* addr_ = nullptr;
+  size_t size_ = 0;
+  bool owner_ = false;  // created by this process and not yet unlinked
+};
+
+}  // namespace actorcc

@@ -1,0 +1,760 @@
+// gpu_worker: one rank of the GPU test tier (public API only, like a user's actor). Started by
+// gpu_launch, which passes ACTORCC_TEST_RANK / _WORLD / _IDS (comma-separated UniqueIds).
+//   gpu_worker [--quick] [--no-bench] [--bench-only] [--timeout-test]
+// Tests: every collective x dtype x op, sizes from 1 element to 64 MiB with odd counts, fresh
+// inputs per case, poisoned outputs with guard bytes, in place and out of place, aligned and
+// element-misaligned pointers, each all-reduce algorithm forced and the planner's choice; a
+// CUDA graph replayed 1000 times; 1000 back-to-back eager calls mixing algorithms; results
+// compared with a float64/int64 host reference and bitwise across ranks. Then a timing table.
+// Prints "RESULT rank R cases N failures F" and exits non-zero on any failure.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorcc/actorcc.hpp"
+
+using namespace actorcc;
+
+#define CK(x)                                                                                       \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      std::exit(10);                                                                                \
+    }                                                                                               \
+  } while (0)
+
+namespace {
+
+int g_rank = 0, g_world = 1;
+long g_cases = 0, g_fail = 0;
+cudaStream_t g_stream;
+char* d_a = nullptr;  // input buffer
+char* d_b = nullptr;  // output buffer
+size_t g_buf_bytes = 0;
+constexpr size_t kGuard = 256;
+constexpr uint8_t kPoison = 0xA5;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool is_float(DataType t) {
+  return t == DataType::Float32 || t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float64;
+}
+
+// Exactly representable test values (all sums/products of the float inputs are exact in
+// float32 except avg; prod inputs are powers of two).
+double gen(uint64_t seed, int rank, size_t i, DataType t, RedOp op) {
+  uint64_t h = mix(seed * 1315423911ull ^ mix(uint64_t(rank) << 40 ^ i));
+  if (op == RedOp::Prod) {
+    if (is_float(t)) {
+      static const double v[6] = {-2, -1, -0.5, 0.5, 1, 2};
+      return v[h % 6];
+    }
+    if (t == DataType::UInt8) return double(1 + h % 3);
+    static const double v[3] = {-1, 1, 2};
+    return v[h % 3];
+  }
+  switch (t) {
+    case DataType::Int8: return double(int(h % 41) - 20);
+    case DataType::UInt8: return double(h % 41);
+    case DataType::Int32: return double(int64_t(h % 200001) - 100000);
+    case DataType::Int64: return double(int64_t(h % (1ull << 40)) - int64_t(1ull << 39));
+    default: return (double(h % 33) - 16.0) / 4.0;
+  }
+}
+
+void store(void* buf, size_t i, double v, DataType t) {
+  switch (t) {
+    case DataType::Float32: static_cast<float*>(buf)[i] = float(v); break;
+    case DataType::Float16: { __half h = __float2half_rn(float(v)); std::memcpy(static_cast<uint16_t*>(buf) + i, &h, 2); break; }
+    case DataType::BFloat16: { __nv_bfloat16 h = __float2bfloat16_rn(float(v)); std::memcpy(static_cast<uint16_t*>(buf) + i, &h, 2); break; }
+    case DataType::Float64: static_cast<double*>(buf)[i] = v; break;
+    case DataType::Int8: static_cast<int8_t*>(buf)[i] = int8_t(int64_t(v)); break;
+    case DataType::UInt8: static_cast<uint8_t*>(buf)[i] = uint8_t(int64_t(v)); break;
+    case DataType::Int32: static_cast<int32_t*>(buf)[i] = int32_t(int64_t(v)); break;
+    case DataType::Int64: static_cast<int64_t*>(buf)[i] = int64_t(v); break;
+  }
+}
+double load(const void* buf, size_t i, DataType t) {
+  switch (t) {
+    case DataType::Float32: return static_cast<const float*>(buf)[i];
+    case DataType::Float16: { __half h; std::memcpy(&h, static_cast<const uint16_t*>(buf) + i, 2); return __half2float(h); }
+    case DataType::BFloat16: { __nv_bfloat16 h; std::memcpy(&h, static_cast<const uint16_t*>(buf) + i, 2); return __bfloat162float(h); }
+    case DataType::Float64: return static_cast<const double*>(buf)[i];
+    case DataType::Int8: return static_cast<const int8_t*>(buf)[i];
+    case DataType::UInt8: return static_cast<const uint8_t*>(buf)[i];
+    case DataType::Int32: return static_cast<const int32_t*>(buf)[i];
+    case DataType::Int64: return double(static_cast<const int64_t*>(buf)[i]);
+  }
+  return 0;
+}
+int64_t load_int(const void* buf, size_t i, DataType t) {
+  switch (t) {
+    case DataType::Int8: return static_cast<const int8_t*>(buf)[i];
+    case DataType::UInt8: return static_cast<const uint8_t*>(buf)[i];
+    case DataType::Int32: return static_cast<const int32_t*>(buf)[i];
+    default: return static_cast<const int64_t*>(buf)[i];
+  }
+}
+// Wraps an exact integer to the type's width (two's complement), as the library's integer ops do.
+int64_t wrap(uint64_t v, DataType t) {
+  switch (t) {
+    case DataType::Int8: return int8_t(uint8_t(v));
+    case DataType::UInt8: return uint8_t(v);
+    case DataType::Int32: return int32_t(uint32_t(v));
+    default: return int64_t(v);
+  }
+}
+
+// Reference for element i of the reduction of the world's inputs (each generated from seed).
+struct Ref {
+  double f = 0;
+  int64_t n = 0;
+};
+Ref reference(uint64_t seed, size_t i, DataType t, RedOp op, int world) {
+  Ref r;
+  if (is_float(t)) {
+    double acc = 0;
+    for (int k = 0; k < world; ++k) {
+      double v = gen(seed, k, i, t, op);
+      if (k == 0) acc = v;
+      else if (op == RedOp::Sum || op == RedOp::Avg) acc += v;
+      else if (op == RedOp::Prod) acc *= v;
+      else if (op == RedOp::Min) acc = std::min(acc, v);
+      else acc = std::max(acc, v);
+    }
+    if (op == RedOp::Avg) acc /= world;
+    r.f = acc;
+  } else {
+    uint64_t acc = 0;
+    int64_t sacc = 0;
+    for (int k = 0; k < world; ++k) {
+      int64_t v = int64_t(gen(seed, k, i, t, op));
+      if (k == 0) { acc = uint64_t(v); sacc = v; continue; }
+      if (op == RedOp::Sum || op == RedOp::Avg) acc += uint64_t(v);
+      else if (op == RedOp::Prod) acc *= uint64_t(v);
+      else if (op == RedOp::Min) sacc = std::min(sacc, v);
+      else sacc = std::max(sacc, v);
+    }
+    if (op == RedOp::Min || op == RedOp::Max) r.n = sacc;
+    else if (op == RedOp::Avg) r.n = wrap(uint64_t(int64_t(acc) / world), t);
+    else r.n = wrap(acc, t);
+  }
+  return r;
+}
+
+double tolerance(DataType t) {
+  switch (t) {
+    case DataType::Float16: return 1e-3;
+    case DataType::BFloat16: return 8e-3;
+    case DataType::Float32: return 1e-6;
+    default: return 1e-13;
+  }
+}
+
+uint64_t fnv(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string desc(const char* coll, const std::string& comm, DataType t, RedOp op, size_t count, bool inplace, int mis) {
+  std::ostringstream os;
+  os << coll << "[" << comm << "] " << to_string(t) << " " << to_string(op) << " n=" << count << (inplace ? " inplace" : "")
+     << (mis ? " misaligned" : "");
+  return os.str();
+}
+
+void fail(const std::string& what) {
+  ++g_fail;
+  if (g_fail <= 40) std::fprintf(stderr, "rank %d FAIL %s\n", g_rank, what.c_str());
+}
+
+// Checks that every rank's output hashes the same (bitwise-identical results).
+void check_same_everywhere(Communicator& c, const std::string& what, const void* host, size_t n) {
+  auto all = c.allgather_bytes(std::to_string(fnv(host, n)));
+  for (auto& s : all)
+    if (s != all[0]) { fail(what + ": ranks differ bitwise"); return; }
+}
+
+bool guard_ok(const std::vector<uint8_t>& h, size_t from) {
+  for (size_t i = from; i < from + kGuard; ++i)
+    if (h[i] != kPoison) return false;
+  return true;
+}
+
+void sync_or_fail(const std::string& what) {
+  cudaError_t e = cudaStreamSynchronize(g_stream);
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "rank %d: CUDA error after %s: %s\n", g_rank, what.c_str(), cudaGetErrorString(e));
+    std::exit(11);
+  }
+}
+
+// ---- all_reduce ---------------------------------------------------------------------------
+void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp op, size_t count, bool inplace, int mis,
+                    uint64_t seed) {
+  ++g_cases;
+  const size_t es = dtype_size(t), bytes = count * es, off = mis ? es : 0;
+  std::string what = desc("all_reduce", cname, t, op, count, inplace, mis);
+  std::vector<uint8_t> hin(bytes);
+  for (size_t i = 0; i < count; ++i) store(hin.data(), i, gen(seed, g_rank, i, t, op), t);
+  char* in = d_a + off;
+  char* out = d_b + off;
+  CK(cudaMemsetAsync(d_b, kPoison, bytes + off + kGuard, g_stream));
+  CK(cudaMemcpyAsync(inplace ? out : in, hin.data(), bytes, cudaMemcpyHostToDevice, g_stream));
+  try {
+    c.all_reduce(inplace ? out : in, out, count, t, op, g_stream);
+  } catch (const std::exception& e) {
+    fail(what + ": threw " + e.what());
+    return;
+  }
+  sync_or_fail(what);
+  std::vector<uint8_t> h(bytes + off + kGuard);
+  CK(cudaMemcpy(h.data(), d_b, h.size(), cudaMemcpyDeviceToHost));
+  if (!guard_ok(h, bytes + off)) fail(what + ": wrote past the end");
+  const uint8_t* o = h.data() + off;
+  size_t bad = 0;
+  for (size_t i = 0; i < count && bad < 3; ++i) {
+    Ref r = reference(seed, i, t, op, g_world);
+    if (is_float(t)) {
+      double g = load(o, i, t);
+      if (!(std::fabs(g - r.f) <= tolerance(t) * std::max(1.0, std::fabs(r.f)))) {
+        std::ostringstream os;
+        os << what << ": [" << i << "] got " << g << " want " << r.f;
+        fail(os.str());
+        ++bad;
+      }
+    } else if (load_int(o, i, t) != r.n) {
+      std::ostringstream os;
+      os << what << ": [" << i << "] got " << load_int(o, i, t) << " want " << r.n;
+      fail(os.str());
+      ++bad;
+    }
+  }
+  check_same_everywhere(c, what, o, bytes);
+}
+
+// ---- reduce_scatter -------------------------------------------------------------------------
+void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool inplace, uint64_t seed) {
+  ++g_cases;
+  const size_t es = dtype_size(t), total = n * g_world;
+  std::string what = desc("reduce_scatter", "auto", t, op, n, inplace, 0);
+  std::vector<uint8_t> hin(total * es);
+  for (size_t i = 0; i < total; ++i) store(hin.data(), i, gen(seed, g_rank, i, t, op), t);
+  CK(cudaMemsetAsync(d_b, kPoison, total * es + kGuard, g_stream));
+  char* send = inplace ? d_b : d_a;
+  char* recv = inplace ? d_b + g_rank * n * es : d_b;
+  CK(cudaMemcpyAsync(send, hin.data(), total * es, cudaMemcpyHostToDevice, g_stream));
+  try {
+    c.reduce_scatter(send, recv, n, t, op, g_stream);
+  } catch (const std::exception& e) {
+    fail(what + ": threw " + e.what());
+    return;
+  }
+  sync_or_fail(what);
+  std::vector<uint8_t> h(n * es + kGuard);
+  CK(cudaMemcpy(h.data(), recv, h.size(), cudaMemcpyDeviceToHost));
+  if (!inplace && !guard_ok(h, n * es)) fail(what + ": wrote past the end");
+  size_t bad = 0;
+  for (size_t i = 0; i < n && bad < 3; ++i) {
+    Ref r = reference(seed, g_rank * n + i, t, op, g_world);
+    bool ok = is_float(t) ? std::fabs(load(h.data(), i, t) - r.f) <= tolerance(t) * std::max(1.0, std::fabs(r.f))
+                          : load_int(h.data(), i, t) == r.n;
+    if (!ok) {
+      std::ostringstream os;
+      os << what << ": [" << i << "] got " << load(h.data(), i, t) << " want " << (is_float(t) ? r.f : double(r.n));
+      fail(os.str());
+      ++bad;
+    }
+  }
+}
+
+// ---- all_gather ---------------------------------------------------------------------------
+void test_all_gather(Communicator& c, DataType t, size_t n, bool inplace, int mis, uint64_t seed) {
+  ++g_cases;
+  const size_t es = dtype_size(t), total = n * g_world, off = mis ? es : 0;
+  std::string what = desc("all_gather", "auto", t, RedOp::Sum, n, inplace, mis);
+  std::vector<uint8_t> hin(n * es);
+  for (size_t i = 0; i < n; ++i) store(hin.data(), i, gen(seed, g_rank, i, t, RedOp::Sum), t);
+  CK(cudaMemsetAsync(d_b, kPoison, total * es + off + kGuard, g_stream));
+  char* recv = d_b + off;
+  char* send = inplace ? recv + g_rank * n * es : d_a + off;
+  CK(cudaMemcpyAsync(send, hin.data(), n * es, cudaMemcpyHostToDevice, g_stream));
+  try {
+    c.all_gather(send, recv, n, t, g_stream);
+  } catch (const std::exception& e) {
+    fail(what + ": threw " + e.what());
+    return;
+  }
+  sync_or_fail(what);
+  std::vector<uint8_t> h(total * es + off + kGuard);
+  CK(cudaMemcpy(h.data(), d_b, h.size(), cudaMemcpyDeviceToHost));
+  if (!guard_ok(h, total * es + off)) fail(what + ": wrote past the end");
+  std::vector<uint8_t> want(es);
+  size_t bad = 0;
+  for (int k = 0; k < g_world && bad < 3; ++k)
+    for (size_t i = 0; i < n && bad < 3; ++i) {
+      store(want.data(), 0, gen(seed, k, i, t, RedOp::Sum), t);
+      if (std::memcmp(want.data(), h.data() + off + (k * n + i) * es, es) != 0) {
+        std::ostringstream os;
+        os << what << ": block " << k << " [" << i << "] wrong";
+        fail(os.str());
+        ++bad;
+      }
+    }
+}
+
+// ---- broadcast ----------------------------------------------------------------------------
+void test_broadcast(Communicator& c, DataType t, size_t n, int root, bool inplace, uint64_t seed) {
+  ++g_cases;
+  const size_t es = dtype_size(t);
+  std::string what = desc("broadcast", "root" + std::to_string(root), t, RedOp::Sum, n, inplace, 0);
+  std::vector<uint8_t> hin(n * es);
+  for (size_t i = 0; i < n; ++i) store(hin.data(), i, gen(seed, root, i, t, RedOp::Sum), t);
+  CK(cudaMemsetAsync(d_b, kPoison, n * es + kGuard, g_stream));
+  char* send = inplace ? d_b : d_a;
+  if (g_rank == root) CK(cudaMemcpyAsync(send, hin.data(), n * es, cudaMemcpyHostToDevice, g_stream));
+  try {
+    c.broadcast(g_rank == root ? send : (inplace ? d_b : d_a), d_b, n, t, root, g_stream);
+  } catch (const std::exception& e) {
+    fail(what + ": threw " + e.what());
+    return;
+  }
+  sync_or_fail(what);
+  std::vector<uint8_t> h(n * es + kGuard);
+  CK(cudaMemcpy(h.data(), d_b, h.size(), cudaMemcpyDeviceToHost));
+  if (!guard_ok(h, n * es)) fail(what + ": wrote past the end");
+  if (std::memcmp(h.data(), hin.data(), n * es) != 0) fail(what + ": wrong data");
+}
+
+// ---- graphs and back-to-back calls --------------------------------------------------------
+__global__ void add_one(int64_t* p, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] += 1;
+}
+__global__ void accum(int64_t* acc, const int64_t* x, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) acc[i] += x[i];
+}
+
+struct Chain {  // in += 1; out = all_reduce(in); acc += out  (int64, exact)
+  size_t n;
+  int64_t *in, *out, *acc;
+  uint64_t seed;
+  explicit Chain(size_t n_, uint64_t s) : n(n_), seed(s) {
+    CK(cudaMalloc(&in, n * 8));
+    CK(cudaMalloc(&out, n * 8));
+    CK(cudaMalloc(&acc, n * 8));
+    std::vector<int64_t> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = int64_t(mix(seed ^ mix(g_rank * 1000003ull + i)) % 1000);
+    CK(cudaMemcpy(in, h.data(), n * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemset(acc, 0, n * 8));
+  }
+  ~Chain() { cudaFree(in); cudaFree(out); cudaFree(acc); }
+  void enqueue(Communicator& c) {
+    add_one<<<64, 256, 0, g_stream>>>(in, n);
+    c.all_reduce(in, out, n, DataType::Int64, RedOp::Sum, g_stream);
+    accum<<<64, 256, 0, g_stream>>>(acc, out, n);
+  }
+  void verify(Communicator& c, const std::string& what, long reps) {
+    ++g_cases;
+    std::vector<int64_t> h(n);
+    CK(cudaMemcpy(h.data(), acc, n * 8, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; ++i) {
+      int64_t s0 = 0;
+      for (int k = 0; k < g_world; ++k) s0 += int64_t(mix(seed ^ mix(k * 1000003ull + i)) % 1000);
+      int64_t want = reps * s0 + int64_t(g_world) * reps * (reps + 1) / 2;
+      if (h[i] != want) {
+        std::ostringstream os;
+        os << what << " n=" << n << ": [" << i << "] got " << h[i] << " want " << want;
+        fail(os.str());
+        return;
+      }
+    }
+    check_same_everywhere(c, what, h.data(), n * 8);
+  }
+};
+
+void test_graph(Communicator& c, long replays) {
+  std::vector<std::unique_ptr<Chain>> chains;
+  for (size_t n : {size_t(1), size_t(1000), size_t(65536 + 3), size_t(2 << 20)})
+    chains.push_back(std::make_unique<Chain>(n, 77 + n));
+  const size_t agn = 4099;
+  int64_t *ag_out, *ag_acc;
+  CK(cudaMalloc(&ag_out, agn * g_world * 8));
+  CK(cudaMalloc(&ag_acc, agn * g_world * 8));
+  CK(cudaMemset(ag_acc, 0, agn * g_world * 8));
+  CK(cudaStreamSynchronize(g_stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+  for (auto& ch : chains) ch->enqueue(c);
+  c.all_gather(chains[1]->in, ag_out, agn < chains[1]->n ? agn : chains[1]->n, DataType::Int64, g_stream);
+  accum<<<64, 256, 0, g_stream>>>(ag_acc, ag_out, std::min(agn, chains[1]->n) * g_world);
+  c.barrier(g_stream);
+  CK(cudaStreamEndCapture(g_stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  auto t0 = std::chrono::steady_clock::now();
+  for (long r = 0; r < replays; ++r) CK(cudaGraphLaunch(exec, g_stream));
+  sync_or_fail("graph replays");
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& ch : chains) ch->verify(c, "graph x" + std::to_string(replays), replays);
+  // all_gather of chain 1's input (n = 1000 elements): acc = R*init_k + R(R+1)/2
+  {
+    ++g_cases;
+    size_t m = std::min(agn, chains[1]->n);
+    std::vector<int64_t> h(m * g_world);
+    CK(cudaMemcpy(h.data(), ag_acc, h.size() * 8, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < g_world; ++k)
+      for (size_t i = 0; i < m; ++i) {
+        int64_t init = int64_t(mix(chains[1]->seed ^ mix(k * 1000003ull + i)) % 1000);
+        int64_t want = replays * init + replays * (replays + 1) / 2;
+        if (h[k * m + i] != want) {
+          fail("graph all_gather: block " + std::to_string(k) + " wrong");
+          k = g_world;
+          break;
+        }
+      }
+  }
+  if (g_rank == 0) std::printf("graph: %ld replays of 4 all_reduce + all_gather + barrier in %.1f ms\n", replays, ms);
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  cudaFree(ag_out);
+  cudaFree(ag_acc);
+}
+
+void test_back_to_back(Communicator& c, long calls) {
+  std::vector<std::unique_ptr<Chain>> chains;
+  for (size_t n : {size_t(3), size_t(4096), size_t(131072 + 1), size_t(4 << 20)})
+    chains.push_back(std::make_unique<Chain>(n, 99 + n));
+  CK(cudaStreamSynchronize(g_stream));
+  auto t0 = std::chrono::steady_clock::now();
+  for (long r = 0; r < calls; ++r)
+    for (size_t k = 0; k < chains.size(); ++k)
+      if (k < 3 || r % 10 == 0) chains[k]->enqueue(c);  // the 32 MiB one every 10th round
+  sync_or_fail("back-to-back");
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t k = 0; k < chains.size(); ++k)
+    chains[k]->verify(c, "eager x" + std::to_string(calls), k < 3 ? calls : (calls + 9) / 10);
+  if (g_rank == 0) std::printf("back-to-back: %ld rounds in %.1f ms\n", calls, ms);
+}
+
+// ---- timing -------------------------------------------------------------------------------
+void bench(Communicator& c, const std::string& name, const std::vector<size_t>& sizes) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (size_t bytes : sizes) {
+    if (bytes > g_buf_bytes) continue;
+    size_t n = bytes / 4;
+    int iters = bytes <= (1 << 20) ? 300 : bytes <= (16 << 20) ? 60 : 12;
+    for (int i = 0; i < 5; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
+    sync_or_fail("bench warmup");
+    c.host_barrier();
+    CK(cudaEventRecord(a, g_stream));
+    for (int i = 0; i < iters; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
+    CK(cudaEventRecord(b, g_stream));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    double eager = ms * 1e3 / iters;
+    // graph: `iters` calls captured once, replayed 3 times
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < iters; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
+    CK(cudaStreamEndCapture(g_stream, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, g_stream));
+    sync_or_fail("bench graph warmup");
+    c.host_barrier();
+    CK(cudaEventRecord(a, g_stream));
+    for (int r = 0; r < 3; ++r) CK(cudaGraphLaunch(ge, g_stream));
+    CK(cudaEventRecord(b, g_stream));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms, a, b));
+    double graph = ms * 1e3 / (3.0 * iters);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    double busbw = bytes / (std::min(eager, graph) * 1e-6) / 1e9 * 2.0 * (g_world - 1) / g_world;
+    if (g_rank == 0)
+      std::printf("TIME %-14s %-13s %11zu %10.2f %10.2f %8.1f\n", name.c_str(), c.plan(Collective::AllReduce, bytes).c_str(),
+                  bytes, eager, graph, busbw);
+    std::fflush(stdout);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
+void bench_other(Communicator& c) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (size_t bytes : {size_t(65536), size_t(1 << 20), size_t(16 << 20), size_t(64 << 20)}) {
+    if (bytes * g_world > g_buf_bytes) continue;
+    for (int which = 0; which < 3; ++which) {
+      size_t n = bytes / 4;
+      int iters = bytes <= (1 << 20) ? 200 : 20;
+      auto call = [&] {
+        if (which == 0) c.all_gather(d_a, d_b, n / g_world, DataType::Float32, g_stream);
+        else if (which == 1) c.reduce_scatter(d_a, d_b, n / g_world, DataType::Float32, RedOp::Sum, g_stream);
+        else c.broadcast(d_a, d_b, n, DataType::Float32, 0, g_stream);
+      };
+      for (int i = 0; i < 3; ++i) call();
+      sync_or_fail("bench other warmup");
+      c.host_barrier();
+      CK(cudaEventRecord(a, g_stream));
+      for (int i = 0; i < iters; ++i) call();
+      CK(cudaEventRecord(b, g_stream));
+      CK(cudaEventSynchronize(b));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      double us = ms * 1e3 / iters;
+      static const char* names[3] = {"all_gather", "reduce_scatter", "broadcast"};
+      double bus = bytes / (us * 1e-6) / 1e9 * (which == 2 ? 1.0 : double(g_world - 1) / g_world);
+      if (g_rank == 0) std::printf("TIME %-14s %-13s %11zu %10.2f %10s %8.1f\n", names[which], "push", bytes, us, "-", bus);
+    }
+  }
+  std::fflush(stdout);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) v.push_back(x);
+  return v;
+}
+
+std::unique_ptr<Communicator> make_comm(const std::string& id, const std::string& algo,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  Options o;
+  o.backend = Backend::Cuda;
+  o.algo = algo;
+  o.timeout = timeout;
+  o.join_timeout = std::chrono::seconds(60);
+  return std::make_unique<Communicator>(UniqueId::parse(id), g_rank, g_world, o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, do_bench = true, bench_only = false, timeout_test = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--no-bench") do_bench = false;
+    else if (a == "--bench-only") bench_only = true;
+    else if (a == "--timeout-test") timeout_test = true;
+  }
+  const char* r = std::getenv("ACTORCC_TEST_RANK");
+  const char* w = std::getenv("ACTORCC_TEST_WORLD");
+  const char* ids_env = std::getenv("ACTORCC_TEST_IDS");
+  if (!r || !w || !ids_env) {
+    std::fprintf(stderr, "gpu_worker must be started by gpu_launch\n");
+    return 2;
+  }
+  g_rank = std::atoi(r);
+  g_world = std::atoi(w);
+  auto ids = split(ids_env);
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  g_buf_bytes = size_t(300) << 20;
+  CK(cudaMalloc(&d_a, g_buf_bytes + 4096));
+  CK(cudaMalloc(&d_b, g_buf_bytes + 4096));
+  CK(cudaMemset(d_a, 0, g_buf_bytes));
+  auto t_start = std::chrono::steady_clock::now();
+  int exit_code = 0;
+  try {
+    const DataType types[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Float64,
+                              DataType::Int8,    DataType::UInt8,   DataType::Int32,    DataType::Int64};
+    const RedOp ops[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+    uint64_t seed = 1;
+    if (!bench_only) {
+      // 1. the planner's choice, every dtype x op, sizes across every algorithm's range
+      {
+        auto c = make_comm(ids[0], "");
+        if (g_rank == 0) {
+          std::printf("rank 0: backend %s, device %d, world %d\n", std::string(to_string(c->backend())).c_str(), c->device(), g_world);
+          for (size_t b : {size_t(4096), size_t(65536), size_t(262144), size_t(1 << 20), size_t(16 << 20)})
+            std::printf("plan(all_reduce, %zu) = %s\n", b, c->plan(Collective::AllReduce, b).c_str());
+        }
+        std::vector<size_t> sizes = {1, 2, 3, 7, 17, 64, 255, 1027, 4096, 16383, 65543, 262147, 1048576 + 5};
+        if (!quick) sizes.push_back((16u << 20) + 3);
+        for (DataType t : types)
+          for (RedOp op : ops)
+            for (size_t n : sizes) {
+              if (n * dtype_size(t) > (64u << 20)) continue;
+              bool big = n > 300000;
+              if (big && (op == RedOp::Prod || op == RedOp::Max)) continue;  // enough coverage, saves time
+              if (n > (8u << 20) && t != DataType::Float32 && t != DataType::BFloat16 && t != DataType::Int8 &&
+                  t != DataType::Int64)
+                continue;
+              test_allreduce(*c, "auto", t, op, n, false, 0, seed++);
+              if (!big || t == DataType::Float32) test_allreduce(*c, "auto", t, op, n, true, 0, seed++);
+              if (n % 5 == 2 && !big) test_allreduce(*c, "auto", t, op, n, false, 1, seed++);
+            }
+        if (g_rank == 0) std::printf("all_reduce[auto]: %ld cases, %ld failures\n", g_cases, g_fail);
+        // reduce_scatter, all_gather, broadcast, barrier
+        for (DataType t : types)
+          for (size_t n : {size_t(1), size_t(5), size_t(1024), size_t(4099), size_t(100003), size_t(2000000)}) {
+            if (n * dtype_size(t) * g_world > (64u << 20)) continue;
+            for (RedOp op : ops) {
+              if (n > 5000 && op != RedOp::Sum && op != RedOp::Min) continue;
+              test_reduce_scatter(*c, t, op, n, false, seed++);
+            }
+            test_reduce_scatter(*c, t, RedOp::Sum, n, true, seed++);
+            test_all_gather(*c, t, n, false, 0, seed++);
+            test_all_gather(*c, t, n, true, 0, seed++);
+            if (n % 2) test_all_gather(*c, t, n, false, 1, seed++);
+            for (int root = 0; root < g_world; ++root) test_broadcast(*c, t, n, root, root == 1, seed++);
+          }
+        for (int i = 0; i < 10; ++i) c->barrier(g_stream);
+        sync_or_fail("barrier");
+        if (g_rank == 0) std::printf("after rs/ag/bcast/barrier: %ld cases, %ld failures\n", g_cases, g_fail);
+        test_graph(*c, 1000);
+        test_back_to_back(*c, 1000);
+        if (g_rank == 0) std::printf("after graph + back-to-back: %ld cases, %ld failures\n", g_cases, g_fail);
+      }
+      // 2. each all-reduce algorithm forced over sizes beyond its planner range
+      if (g_world > 1) {
+        const char* algos[3] = {"oneshot", "oneshot_push", "twoshot"};
+        for (int k = 0; k < 3; ++k) {
+          auto c = make_comm(ids[1 + k], algos[k]);
+          std::string name = algos[k];
+          std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
+          if (k > 0 && !quick) sizes.push_back((8u << 20) + 1);
+          for (DataType t : types)
+            for (RedOp op : ops)
+              for (size_t n : sizes) {
+                if (n > 300000 && op != RedOp::Sum) continue;
+                test_allreduce(*c, name, t, op, n, false, 0, seed++);
+                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, name, t, op, n, true, 0, seed++);
+                if (n == 17 || n == 65537) test_allreduce(*c, name, t, op, n, false, 1, seed++);
+              }
+          if (k == 2)  // reduce_scatter runs the two-shot kernel's first phase
+            for (DataType t : types)
+              for (size_t n : {size_t(5), size_t(4099), size_t(2000000)})
+                if (n * dtype_size(t) * g_world <= (64u << 20)) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
+          test_graph(*c, quick ? 100 : 300);
+          if (g_rank == 0) std::printf("all_reduce[%s]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
+        }
+      }
+    }
+    if ((do_bench || bench_only) && g_world > 1) {
+      std::vector<size_t> sizes = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20};
+      if (g_rank == 0) std::printf("TIME %-14s %-13s %11s %10s %10s %8s\n", "comm", "algo", "bytes", "eager_us", "graph_us", "busbw");
+      {
+        auto c = make_comm(ids[6], "");
+        bench(*c, "auto", sizes);
+        bench_other(*c);
+      }
+      {
+        auto c = make_comm(ids[7], "oneshot");
+        bench(*c, "oneshot", {1024, 4096, 16384, 65536, 262144, 524288, 1 << 20});
+      }
+      {
+        auto c = make_comm(ids[8], "oneshot_push");
+        bench(*c, "oneshot_push", {4096, 65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20});
+      }
+      {
+        auto c = make_comm(ids[9], "twoshot");
+        bench(*c, "twoshot", {65536, 262144, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20});
+      }
+      // tuning variants (the settings are agreed from rank 0, and every rank sets the same)
+      struct V { const char* name; const char* algo; const char* env; const char* val; std::vector<size_t> sizes; };
+      const std::vector<V> vs = {
+          {"nopdl", "", "ACTORCC_CUDA_PDL", "0", sizes},
+          {"ts_b264_t256", "twoshot", "ACTORCC_CUDA_BLOCKS", "264", {4 << 20, 16 << 20, 64 << 20, 256u << 20}},
+          {"ts_ws272m", "twoshot", "ACTORCC_WORKSPACE_BYTES", "285212672", {16 << 20, 64 << 20, 256u << 20}},
+          {"push_ws272m", "oneshot_push", "ACTORCC_WORKSPACE_BYTES", "285212672", {4 << 20, 16 << 20, 64 << 20, 256u << 20}},
+          {"ll_t128", "oneshot", "ACTORCC_CUDA_LL_THREADS", "128", {1024, 4096, 16384, 65536, 262144, 1 << 20}},
+      };
+      for (size_t k = 0; k < vs.size() && 10 + k < ids.size(); ++k) {
+        setenv(vs[k].env, vs[k].val, 1);
+        if (std::string(vs[k].name) == "ts_b264_t256") setenv("ACTORCC_CUDA_THREADS", "256", 1);
+        auto c = make_comm(ids[10 + k], vs[k].algo);
+        unsetenv(vs[k].env);
+        unsetenv("ACTORCC_CUDA_THREADS");
+        bench(*c, vs[k].name, vs[k].sizes);
+      }
+    }
+    if (timeout_test && g_world > 1 && ids.size() > 18) {
+      // a) abort: rank 1 calls abort() while rank 0's kernel waits for it; the kernel must stop
+      //    early (abort word) and the next call must throw RemoteError naming rank 1.
+      {
+        ++g_cases;
+        auto c = make_comm(ids[17], "", std::chrono::seconds(20));
+        if (g_rank == 0) {
+          auto t0 = std::chrono::steady_clock::now();
+          c->all_reduce(d_a, d_b, 1 << 20, DataType::Float32, RedOp::Sum, g_stream);
+          sync_or_fail("abort test");
+          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          try {
+            c->all_reduce(d_a, d_b, 1024, DataType::Float32, RedOp::Sum, g_stream);
+            fail("abort test: no error after the peer aborted");
+          } catch (const RemoteError& e) {
+            std::printf("abort test: kernel returned after %.2f s; next call threw RemoteError (culprit %d): %s\n", s,
+                        e.culprit(), e.what());
+            if (e.culprit() != 1) fail("abort test: culprit is not rank 1");
+            if (s > 10) fail("abort test: the kernel did not stop early");
+          } catch (const std::exception& e) {
+            fail(std::string("abort test: wrong exception: ") + e.what());
+          }
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          c->abort("test abort from rank 1");
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        }
+      }
+      // b) timeout: rank 1 never joins the call: rank 0's kernel must give up after the timeout
+      //    and the next call must throw TimeoutError naming rank 1.
+      ++g_cases;
+      auto c = make_comm(ids[18], "", std::chrono::milliseconds(2000));
+      if (g_rank == 0) {
+        auto t0 = std::chrono::steady_clock::now();
+        c->all_reduce(d_a, d_b, 1024, DataType::Float32, RedOp::Sum, g_stream);
+        sync_or_fail("timeout test");
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        try {
+          c->all_reduce(d_a, d_b, 1024, DataType::Float32, RedOp::Sum, g_stream);
+          fail("timeout test: no error after the kernel timed out");
+        } catch (const TimeoutError& e) {
+          std::printf("timeout test: kernel returned after %.2f s; next call threw TimeoutError: %s\n", s, e.what());
+          if (std::string(e.what()).find("rank 1") == std::string::npos) fail("timeout test: error does not name rank 1");
+        } catch (const std::exception& e) {
+          fail(std::string("timeout test: wrong exception: ") + e.what());
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: exception: %s\n", g_rank, e.what());
+    exit_code = 3;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf("RESULT rank %d world %d cases %ld failures %ld (%.1f s)\n", g_rank, g_world, g_cases, g_fail, secs);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (g_fail) exit_code = 1;
+  // Skip global destructors of a possibly broken group (the timeout test) -- resources go with the process.
+  std::_Exit(exit_code);
+}

@@ -1,0 +1,73 @@
+#!/bin/bash
+# GPU tier in one call (device machine): builds actorcc with CUDA, then runs gpu_worker groups
+#   masked   : 2 ranks, rank0 sees GPU0 only, rank1 sees GPU1 only (+ timing table, timeout test)
+#   permuted : 2 ranks, rank0 -> GPU1, rank1 -> GPU0 (kernels launched without PDL)
+#   single   : 1 rank
+# Logs go to $OUT (default ./gpu-out); a summary table is printed last; exit status is
+# non-zero if anything failed.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+OUT="${OUT:-$ROOT/gpu-out}"
+mkdir -p "$OUT"
+BUILD="${ACTORCC_GPU_BUILD:-$ROOT/build-gpu}"
+JOBS="$(nproc 2>/dev/null || echo 8)"
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+cd "$ROOT"
+nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi topo -m >> "$OUT/nvidia-smi.txt" 2>&1
+
+T0=$(date +%s)
+BUILD_OK=0
+if cmake -S . -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TOOLS=OFF \
+     -DACTORCC_TESTS=ON > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j "$JOBS" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
+  BIN="$BUILD/tests/gpu"; BUILD_OK=1
+else
+  echo "full configure/build failed (see build.log); trying the standalone gpu project" | tee -a "$OUT/build.log"
+  BUILD="$BUILD-standalone"
+  if cmake -S tests/gpu -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/build.log" 2>&1 && \
+     cmake --build "$BUILD" -j "$JOBS" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
+    BIN="$BUILD"; BUILD_OK=1
+  fi
+fi
+T1=$(date +%s)
+echo "build: $([ $BUILD_OK = 1 ] && echo ok || echo FAILED) in $((T1 - T0)) s"
+if [ $BUILD_OK != 1 ]; then tail -40 "$OUT/build.log"; exit 1; fi
+
+declare -A RC
+run_cfg() {  # name devices timeout worker-args...
+  local name=$1 devs=$2 to=$3; shift 3
+  local t=$(date +%s)
+  timeout -k 5 "$to" env ${CFG_ENV:-} "$BIN/gpu_launch" --devices "$devs" --ids 19 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
+    > "$OUT/gpu_$name.log" 2>&1
+  RC[$name]=$?
+  echo "$name: exit ${RC[$name]} in $(( $(date +%s) - t )) s"
+}
+# Time caps leave room for the later configurations within the device call's budget.
+BUDGET="${ACTORCC_GPU_BUDGET:-400}"
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+cap() { local want=$1 reserve=$2 l; l=$(( $(left) - reserve )); [ $l -lt $want ] && want=$l; [ $want -lt 10 ] && want=10; echo $want; }
+run_cfg masked 0,1 "$(cap 220 95)" --timeout-test
+# (the permuted group also checks the kernels without programmatic dependent launch)
+CFG_ENV="ACTORCC_CUDA_PDL=0" run_cfg permuted 1,0 "$(cap 80 40)" --quick --no-bench
+CFG_ENV=
+run_cfg single 0 "$(cap 40 3)" --quick --no-bench
+grep -h "^TIME" "$OUT/gpu_masked.log" > "$OUT/timing.txt" 2>/dev/null
+
+echo
+echo "== timing (masked, 2 ranks; us per call, busbw GB/s)"
+cat "$OUT/timing.txt"
+echo
+echo "== failures (first lines)"
+grep -h "FAIL\|exception\|gpu_launch:\|CUDA error" "$OUT"/gpu_*.log | head -30
+echo
+echo "== summary"
+printf "%-10s %-6s %s\n" config exit result
+FAILED=0
+for n in masked permuted single; do
+  res=$(grep -h "^RESULT" "$OUT/gpu_$n.log" | tr '\n' ';')
+  printf "%-10s %-6s %s\n" "$n" "${RC[$n]}" "${res:-no RESULT line}"
+  [ "${RC[$n]}" = 0 ] || FAILED=1
+done
+exit $FAILED

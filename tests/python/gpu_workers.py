@@ -1,0 +1,103 @@
+"""Rank-side functions for test_gpu_torch.py (each process sees one GPU)."""
+import os
+
+import actorcc
+
+DTYPES = ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64"]
+
+
+def torch_matrix(rank, world, uid):
+    import torch
+    fails = []
+    assert torch.cuda.device_count() == 1, os.environ.get("CUDA_VISIBLE_DEVICES")
+    torch.cuda.set_device(0)
+    with actorcc.Communicator(uid, rank, world, timeout=60) as comm:
+        if comm.backend != "cuda" or comm.device != 0:
+            fails.append(f"backend {comm.backend} device {comm.device}")
+        for name in DTYPES:
+            dt = getattr(torch, name)
+            for n in (1, 7, 4099, 1 << 20):
+                base = (torch.arange(n, device="cuda", dtype=torch.int64) * (rank + 3) + rank) % 5
+                x = base.to(dt)
+                want = sum(((torch.arange(n, device="cuda", dtype=torch.int64) * (r + 3) + r) % 5) for r in range(world))
+                comm.all_reduce(x)
+                torch.cuda.synchronize()
+                if not torch.equal(x.to(torch.float64), want.to(dt).to(torch.float64)):
+                    fails.append(f"all_reduce {name} n={n}")
+                g = comm.all_gather(base.to(dt))
+                torch.cuda.synchronize()
+                if g.device.type != "cuda" or g.numel() != n * world or g.dtype != dt:
+                    fails.append(f"all_gather {name} n={n}: {g.shape} {g.device}")
+                rs = comm.reduce_scatter(torch.ones(n * world, device="cuda", dtype=dt))
+                torch.cuda.synchronize()
+                if not bool((rs.to(torch.float64) == world).all()):
+                    fails.append(f"reduce_scatter {name} n={n}")
+                b = torch.full((n,), rank, device="cuda", dtype=dt)
+                comm.broadcast(b, root=world - 1)
+                torch.cuda.synchronize()
+                if not bool((b.to(torch.float64) == world - 1).all()):
+                    fails.append(f"broadcast {name} n={n}")
+        # explicit stream, and the default = torch's current stream
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y = torch.ones(1024, device="cuda")
+            comm.all_reduce(y)              # on s (current)
+        comm.all_reduce(y, stream=s)        # explicit torch stream
+        comm.all_reduce(y, stream=s.cuda_stream)  # explicit int
+        s.synchronize()
+        if not bool((y == world ** 3).all()):
+            fails.append(f"streams: {y[0].item()}")
+        # async: a Work with an event on the stream
+        z = torch.ones(1 << 22, device="cuda")
+        w = comm.all_reduce(z, async_op=True)
+        out = w.wait()
+        if out is not z or not w.is_completed() or not bool((z == world).all()):
+            fails.append("async_op")
+        # parameters that require grad (DLPack refuses those)
+        p = torch.nn.Parameter(torch.full((16,), float(rank), device="cuda"))
+        comm.broadcast(p, root=0)
+        torch.cuda.synchronize()
+        if not bool((p.detach() == 0).all()):
+            fails.append("broadcast Parameter")
+        # bad arguments, before anything moves
+        for what, fn in {
+            "host tensor on cuda backend": lambda: comm.all_reduce(torch.ones(4)),
+            "non-contiguous": lambda: comm.all_reduce(torch.ones(4, 4, device="cuda").t()),
+            "dtype mix": lambda: comm.all_reduce(torch.ones(4, device="cuda"), out=torch.ones(4, device="cuda",
+                                                                                             dtype=torch.float16)),
+            "size": lambda: comm.all_gather(torch.ones(4, device="cuda"), out=torch.ones(5, device="cuda")),
+        }.items():
+            try:
+                fn()
+                fails.append(f"{what}: no error")
+            except actorcc.InvalidArgumentError:
+                pass
+        # cupy, if present: the DLPack path and cupy's current stream
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+        if cupy is not None:
+            c = cupy.ones(1000, dtype=cupy.float32)
+            comm.all_reduce(c)
+            cupy.cuda.get_current_stream().synchronize()
+            if not bool((c == world).all()):
+                fails.append("cupy all_reduce")
+        comm.barrier()
+        torch.cuda.synchronize()
+    return fails
+
+
+def two_groups(rank, world, uid_a, uid_b):
+    import torch
+    torch.cuda.set_device(0)
+    a = actorcc.Communicator(uid_a, rank, world, timeout=60)
+    b = actorcc.Communicator(uid_b, world - 1 - rank, world, timeout=60)
+    x = torch.ones(4096, device="cuda")
+    a.all_reduce(x)
+    b.all_reduce(x)
+    torch.cuda.synchronize()
+    ok = bool((x == world * world).all())
+    a.close()
+    b.close()
+    return ok

@@ -1,0 +1,74 @@
+"""Actor class for the Ray tests (a plain class: tests wrap it with ray.remote, which needs
+no special base class or method for actorcc)."""
+import os
+import time
+
+import numpy as np
+
+import actorcc
+import actorcc.ray
+
+
+class Worker:
+    def __init__(self, delay=0.0):
+        time.sleep(delay)  # actors that take seconds to start, as real ones loading a model do
+        self.started = time.time()
+
+    def pid(self):
+        return os.getpid()
+
+    def allreduce(self, name, value, n=16, op="sum"):
+        comm = actorcc.ray.get_group(name)
+        x = np.full(n, value, np.float32)
+        comm.all_reduce(x, op=op)
+        return x
+
+    def timed_allreduce(self, name, n=1 << 16):
+        comm = actorcc.ray.get_group(name)
+        t0 = time.monotonic()
+        try:
+            comm.all_reduce(np.ones(n, np.float32))
+            return ("ok", time.monotonic() - t0, None, None)
+        except actorcc.Error as e:
+            return (type(e).__name__, time.monotonic() - t0, getattr(e, "rank", None), str(e))
+
+    def sleep(self, s):
+        time.sleep(s)
+        return s
+
+    def native_init(self, world, rank, group_name):
+        import ray.util.collective as col
+        actorcc.ray.register_backend(timeout=30, join_timeout=60)
+        col.init_collective_group(world, rank, backend="ACTORCC", group_name=group_name)
+        return col.get_rank(group_name)
+
+    def col_ops(self, group_name):
+        """Every ray.util.collective call the actorcc backend supports; returns the results."""
+        import ray.util.collective as col
+        from ray.util.collective.types import ReduceOp
+        # the first call forms a group declared with ray's create_collective_group (get_rank
+        # alone does not)
+        col.barrier(group_name=group_name)
+        rank = col.get_rank(group_name)
+        world = col.get_collective_group_size(group_name)
+        out = {"rank": rank, "world": world}
+        x = np.full(4, rank + 1, np.float32)
+        col.allreduce(x, group_name=group_name)
+        out["allreduce"] = x.tolist()
+        m = np.array([rank], np.int64)
+        col.allreduce(m, group_name=group_name, op=ReduceOp.MAX)
+        out["allreduce_max"] = int(m[0])
+        b = np.full(3, rank, np.int32)
+        col.broadcast(b, src_rank=world - 1, group_name=group_name)
+        out["broadcast"] = b.tolist()
+        outs = [np.zeros(2, np.float64) for _ in range(world)]
+        col.allgather(outs, np.full(2, rank, np.float64), group_name=group_name)
+        out["allgather"] = [o.tolist() for o in outs]
+        res = np.zeros(2, np.float32)
+        col.reducescatter(res, [np.full(2, i + rank, np.float32) for i in range(world)], group_name=group_name)
+        out["reducescatter"] = res.tolist()
+        r = np.full(2, 1.0, np.float32)
+        col.reduce(r, dst_rank=0, group_name=group_name)
+        out["reduce"] = r.tolist()
+        col.barrier(group_name=group_name)
+        return out

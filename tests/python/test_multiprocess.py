@@ -1,0 +1,84 @@
+"""2-4 ranks in spawned processes on the CPU backend."""
+import time
+
+import pytest
+
+import actorcc
+import workers
+from conftest import free_port
+from mp_helpers import run_ranks, values
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_collective_matrix(world, uid):
+    # every collective x dtype x op x size vs a float64 reference (bigger sizes on world 2)
+    sizes = workers.SIZES if world == 2 else [1, 7, 1000]
+    res = run_ranks(world, workers.collective_matrix, uid, sizes, workers.OPS, world != 3, timeout=240)
+    for r, fails in enumerate(values(res)):
+        assert not fails, f"rank {r}: {fails[:10]}"
+
+
+def test_multidim_inplace_dlpack(uid):
+    for r, fails in enumerate(values(run_ranks(3, workers.multidim_and_inplace, uid))):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_bad_arguments_before_anything_moves(uid):
+    for r, fails in enumerate(values(run_ranks(2, workers.bad_arguments, uid))):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_async_op(uid):
+    for r, fails in enumerate(values(run_ranks(3, workers.async_ops, uid))):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_several_groups_in_one_process(uid):
+    uid_b = str(actorcc.UniqueId.create("127.0.0.1"))
+    res = run_ranks(3, workers.several_groups, uid, uid_b, free_port())
+    for r, fails in enumerate(values(res)):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_uid_pickled_to_children():
+    u = actorcc.UniqueId.create("127.0.0.1")  # the object itself crosses the spawn pipe
+    infos = values(run_ranks(2, workers.info, u))
+    assert [i["backend"] for i in infos] == ["cpu", "cpu"]
+    assert infos[0]["peers"] == infos[1]["peers"]
+    assert [p["pid"] for p in infos[0]["peers"]] == [i["pid"] for i in infos]
+
+
+def test_timeout_names_the_missing_rank(uid):
+    t0 = time.monotonic()
+    res = run_ranks(3, workers.stall_then_call, uid, 2, 6.0, 2.0, expect_errors=True, timeout=60)
+    for r in (0, 1):
+        kind, info = res[r]
+        assert kind == "err", res[r]
+        assert info["type"] in ("TimeoutError", "RemoteError"), info
+        assert "TimeoutError" in info["mro"] or info["rank"] == 2, info
+        assert "2" in info["msg"], info
+    assert time.monotonic() - t0 < 40
+
+
+def test_dead_rank_raises_remote_error(uid):
+    res = run_ranks(3, workers.die_in_call, uid, 1, 20.0, expect_errors=True, timeout=60)
+    for r in (0, 2):
+        kind, info = res[r]
+        assert kind == "err", res[r]
+        assert info["type"] == "RemoteError" and info["rank"] == 1, info
+        took = float(info["msg"].rsplit("after ", 1)[1].split("s]")[0])
+        assert took < 20.0, info
+    assert res[1][0] == "died"
+
+
+def test_abort_reaches_other_ranks(uid):
+    res = run_ranks(2, workers.abort_other, uid, expect_errors=True)
+    assert res[1] == ("ok", "aborted")
+    kind, info = res[0]
+    assert kind == "err" and info["type"] == "RemoteError" and info["rank"] == 1, res[0]
+
+
+def test_staggered_join(uid):
+    # ranks arrive seconds apart (spawned one after another with delays inside the join window)
+    res = run_ranks(3, workers.staggered_join, uid, 1.5, 30.0)
+    assert values(res) == [3, 3, 3]

@@ -1,0 +1,158 @@
+"""Real Ray (CPU only): actors forming actorcc groups through create_group and through the
+ray.util.collective backend; staggered starts; an actor killed mid-call."""
+import os
+import sys
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import actorcc  # noqa: E402
+import actorcc.ray  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    # Workers inherit the environment: make the test helpers (ray_actors) importable there.
+    old = os.environ.get("PYTHONPATH")
+    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
+    # Everything on loopback; no dashboard; 4 CPUs as CI has room for.
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    assert ray.util.get_node_ip_address() == "127.0.0.1"  # conftest keeps Ray on loopback
+    import ray_actors
+    yield ray.remote(num_cpus=0)(ray_actors.Worker)
+    ray.shutdown()
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
+
+
+def _start(Worker, n, stagger=1.0):
+    """n actors created `stagger` seconds apart, each also taking rank*0.5 s to start."""
+    actors = []
+    for r in range(n):
+        actors.append(Worker.remote(delay=0.5 * r))
+        if r < n - 1:
+            time.sleep(stagger)
+    return actors
+
+
+def test_create_group_staggered(ray_session):
+    actors = _start(ray_session, 4)
+    infos = actorcc.ray.create_group(actors, name="g", timeout=30, join_timeout=60, backend="cpu")
+    assert [i["rank"] for i in infos] == [0, 1, 2, 3]
+    assert len({i["pid"] for i in infos}) == 4
+    assert all(i["backend"] == "cpu" for i in infos)
+    outs = ray.get([a.allreduce.remote("g", r + 1) for r, a in enumerate(actors)])
+    assert all(float(o[0]) == 10.0 and len(o) == 16 for o in outs)
+    # a second group over the same actors, in the other order
+    actorcc.ray.create_group(actors[::-1], name="g2", timeout=30, join_timeout=60, backend="cpu")
+    outs = ray.get([a.allreduce.remote("g2", r, op="max") for r, a in enumerate(actors)])
+    assert all(float(o[0]) == 3.0 for o in outs)
+    assert actorcc.ray.destroy_group(actors, "g") == [True] * 4
+    actorcc.ray.destroy_group(actors, "g2")
+    for a in actors:
+        ray.kill(a)
+
+
+def test_create_group_names_dead_actor(ray_session):
+    actors = [ray_session.remote() for _ in range(3)]
+    ray.get([a.pid.remote() for a in actors])
+    ray.kill(actors[1])
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.ray.GroupJoinError) as ei:
+        actorcc.ray.create_group(actors, name="dead", join_timeout=5, backend="cpu")
+    assert time.monotonic() - t0 < 25
+    assert 1 in ei.value.missing and 0 not in ei.value.missing
+    assert "rank 1" in str(ei.value)
+    for a in actors:
+        ray.kill(a)
+
+
+def test_actor_failing_its_join_is_named(ray_session):
+    actors = [ray_session.remote() for _ in range(3)]
+    actorcc.ray.create_group([actors[1]], name="dup", backend="cpu")  # actor 1 already has "dup"
+    with pytest.raises(actorcc.ray.GroupJoinError) as ei:
+        actorcc.ray.create_group(actors, name="dup", join_timeout=3, backend="cpu")
+    assert list(ei.value.missing) == [1], ei.value.missing
+    assert "already exists" in ei.value.missing[1]
+    assert set(ei.value.reports) == {0, 1, 2}  # 0 and 2 timed out naming rank 1
+    for a in actors:
+        ray.kill(a)
+
+
+def test_busy_actor_named_within_join_timeout(ray_session):
+    actors = [ray_session.remote() for _ in range(2)]
+    ray.get([a.pid.remote() for a in actors])
+    actors[1].sleep.remote(12)  # busy: cannot run the join
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.ray.GroupJoinError) as ei:
+        actorcc.ray.create_group(actors, name="busy", join_timeout=3, grace=2, backend="cpu")
+    assert time.monotonic() - t0 < 12
+    assert list(ei.value.missing) == [1]
+    for a in actors:
+        ray.kill(a)
+
+
+def test_killed_actor_mid_call(ray_session):
+    actors = [ray_session.remote() for _ in range(4)]
+    actorcc.ray.create_group(actors, name="k", timeout=20, join_timeout=60, backend="cpu")
+    refs = [a.timed_allreduce.remote("k") for a in actors[:3]]
+    sleeper = actors[3].sleep.remote(60)  # rank 3 never enters the call ...
+    time.sleep(1.0)
+    ray.kill(actors[3])  # ... and dies while the others wait in it
+    t0 = time.monotonic()
+    res = ray.get(refs, timeout=40)
+    for kind, took, culprit, msg in res:
+        assert kind in ("RemoteError", "TimeoutError"), (kind, msg)
+        assert took < 20.0 + 2.0, (kind, took, msg)
+        assert "3" in msg
+    assert any(kind == "RemoteError" and culprit == 3 for kind, _, culprit, _ in res), res
+    assert time.monotonic() - t0 < 25
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(sleeper)
+    for a in actors[:3]:
+        ray.kill(a)
+
+
+def test_ray_collective_backend(ray_session):
+    from ray.util.collective import backend_registry
+    assert hasattr(backend_registry, "register_collective_backend")
+    actors = _start(ray_session, 4, stagger=0.5)
+    # 1) from the driver, actorcc does the rendezvous
+    actorcc.ray.create_collective_group(actors, group_name="cg", timeout=30, join_timeout=60, backend="cpu")
+    outs = ray.get([a.col_ops.remote("cg") for a in actors])
+    _check_col(outs)
+    # 2) Ray-native: each actor registers and calls init_collective_group (UniqueId published
+    # by rank 0 through a named actor); started in reverse order
+    ranks = ray.get([a.native_init.remote(4, r, "native") for r, a in reversed(list(enumerate(actors)))])
+    assert sorted(ranks) == [0, 1, 2, 3]
+    _check_col(ray.get([a.col_ops.remote("native") for a in actors]))
+    # 3) declarative: ray.util.collective.create_collective_group from the driver; the
+    # actors' groups form lazily on their first call
+    import ray.util.collective as col
+    actorcc.ray.register_backend()
+    actorcc.ray.register_backend_on(actors, timeout=30, join_timeout=60, backend="cpu")
+    col.create_collective_group(actors, 4, [0, 1, 2, 3], backend="ACTORCC", group_name="decl")
+    _check_col(ray.get([a.col_ops.remote("decl") for a in actors]))
+    for a in actors:
+        ray.kill(a)
+
+
+def _check_col(outs):
+    world = len(outs)
+    for r, o in enumerate(outs):
+        assert o["rank"] == r and o["world"] == world
+        assert o["allreduce"] == [world * (world + 1) / 2] * 4
+        assert o["allreduce_max"] == world - 1
+        assert o["broadcast"] == [world - 1] * 3
+        assert o["allgather"] == [[float(i)] * 2 for i in range(world)]
+        assert o["reducescatter"] == [float(sum(r + k for k in range(world)))] * 2
+        assert o["reduce"] == ([float(world)] * 2 if r == 0 else [1.0, 1.0])

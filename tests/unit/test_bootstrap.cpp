@@ -1,0 +1,449 @@
+// Bootstrap end to end inside one process: threads play the ranks, the root runs on its own
+// thread, and raw sockets play misbehaving peers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actorcc/error.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/client.hpp"
+#include "bootstrap/frame_io.hpp"
+#include "bootstrap/id_fields.hpp"
+#include "bootstrap/root.hpp"
+
+using namespace actorcc;
+using namespace std::chrono;
+
+namespace {
+
+Deadline in(milliseconds ms) { return Deadline::after(ms); }
+
+std::unique_ptr<Bootstrap> join(const UniqueId& id, int rank, int world, milliseconds timeout = milliseconds(10000),
+                                std::shared_ptr<AbortSignal> abort = nullptr) {
+  if (!abort) abort = std::make_shared<AbortSignal>(rank);
+  return Bootstrap::join(id, rank, world, "blob-" + std::to_string(rank), in(timeout), abort);
+}
+
+// Runs fn(rank) on `world` threads; returns each thread's exception (null when none).
+std::vector<std::exception_ptr> run_ranks(int world, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errs(world);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errs[r] = std::current_exception();
+      }
+    });
+  for (auto& t : ts) t.join();
+  return errs;
+}
+
+void expect_ok(const std::vector<std::exception_ptr>& errs) {
+  for (size_t r = 0; r < errs.size(); ++r) {
+    if (!errs[r]) continue;
+    try {
+      std::rethrow_exception(errs[r]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " threw: " << e.what();
+    }
+  }
+}
+
+template <class E>
+std::string expect_throw(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A connection speaking the protocol by hand, for peers the real client would never be.
+net::Fd raw_connect(const UniqueId& id) {
+  return net::connect_with_retry(bootstrap::read_id(id).root, in(milliseconds(2000)), nullptr, -1);
+}
+wire::Hello hello_for(const UniqueId& id, int rank, int world) {
+  wire::Hello h;
+  h.token = bootstrap::read_id(id).token;
+  h.rank = rank;
+  h.world = world;
+  h.join_timeout_ms = 10000;
+  return h;
+}
+wire::Message raw_exchange(const UniqueId& id, const wire::Hello& h) {
+  net::Fd fd = raw_connect(id);
+  EXPECT_EQ(wire::send_message(fd.get(), h, in(milliseconds(2000))).status, net::IoStatus::Ok);
+  auto got = wire::recv_message(fd.get(), in(milliseconds(2000)));
+  EXPECT_EQ(got.io.status, net::IoStatus::Ok) << got.io.detail;
+  return got.msg.value_or(wire::Bye{});
+}
+
+uint16_t free_port() {
+  net::Fd l = net::listen_on(net::SockAddr::any(AF_INET, 0));
+  return net::local_address(l.get()).port();
+}
+
+}  // namespace
+
+TEST(Bootstrap, FourRanksJoinInRandomOrderAndGather) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  const int world = 4;
+  std::vector<std::vector<std::string>> results(world);
+  auto errs = run_ranks(world, [&](int r) {
+    std::mt19937 rng(r * 7919 + 1);
+    std::this_thread::sleep_for(milliseconds(rng() % 150));
+    auto b = join(id, r, world);
+    ASSERT_EQ(b->rank(), r);
+    ASSERT_EQ(b->world(), world);
+    ASSERT_EQ(b->peer_blobs().size(), 4u);
+    for (int q = 0; q < world; ++q) EXPECT_EQ(b->peer_blobs()[q], "blob-" + std::to_string(q));
+    for (int round = 0; round < 20; ++round) {
+      std::this_thread::sleep_for(microseconds(rng() % 2000));
+      auto got = b->allgather(std::to_string(round) + ":" + std::string(r * 10, 'a' + r), in(milliseconds(5000)));
+      ASSERT_EQ(got.size(), 4u);
+      for (int q = 0; q < world; ++q) EXPECT_EQ(got[q], std::to_string(round) + ":" + std::string(q * 10, 'a' + q));
+      if (round == 19) results[r] = got;
+      b->barrier(in(milliseconds(5000)));
+    }
+  });
+  expect_ok(errs);
+  for (int r = 1; r < world; ++r) EXPECT_EQ(results[r], results[0]);
+
+  // Everyone left with BYE: the root stops and frees its port.
+  auto root = bootstrap::read_id(id).root;
+  bool closed = false;
+  for (int i = 0; i < 100 && !closed; ++i) {
+    try {
+      net::connect_with_retry(root, in(milliseconds(1)), nullptr, -1);
+      std::this_thread::sleep_for(milliseconds(20));
+    } catch (const TimeoutError&) {
+      closed = true;
+    }
+  }
+  EXPECT_TRUE(closed) << "the root still listens after every rank left";
+}
+
+TEST(Bootstrap, WrongTokenIsRejectedAndGroupCompletes) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  UniqueId forged = id;
+  forged.bytes[30] ^= 0x5a;  // inside the token
+  auto errs = run_ranks(3, [&](int r) {
+    if (r == 2) {
+      auto msg = expect_throw<InvalidArgument>([&] { join(forged, 1, 2); });
+      EXPECT_TRUE(contains(msg, "wrong token")) << msg;
+      return;
+    }
+    std::this_thread::sleep_for(milliseconds(100 * r));
+    auto b = join(id, r, 2);
+    b->barrier(in(milliseconds(5000)));
+  });
+  expect_ok(errs);
+}
+
+TEST(Bootstrap, DuplicateRankIsRejected) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto errs = run_ranks(3, [&](int r) {
+    if (r == 2) {  // a second rank 0 while the group is still forming
+      std::this_thread::sleep_for(milliseconds(200));
+      auto msg = expect_throw<InvalidArgument>([&] { join(id, 0, 2); });
+      EXPECT_TRUE(contains(msg, "rank 0 already joined")) << msg;
+      return;
+    }
+    if (r == 1) std::this_thread::sleep_for(milliseconds(500));
+    auto b = join(id, r, 2);
+    b->barrier(in(milliseconds(5000)));
+    // And once the group is complete.
+    if (r == 1) {
+      auto msg = expect_throw<InvalidArgument>([&] { join(id, 1, 2); });
+      EXPECT_TRUE(contains(msg, "already")) << msg;
+    }
+    b->barrier(in(milliseconds(5000)));
+  });
+  expect_ok(errs);
+}
+
+TEST(Bootstrap, RankOutOfRangeAndVersionMismatchAreRejected) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  // The client refuses locally...
+  auto msg = expect_throw<InvalidArgument>([&] { join(id, 4, 4); });
+  EXPECT_TRUE(contains(msg, "out of range")) << msg;
+  // ...and the root refuses peers that do not.
+  auto m = raw_exchange(id, hello_for(id, 4, 4));
+  ASSERT_TRUE(std::holds_alternative<wire::Reject>(m));
+  EXPECT_TRUE(contains(std::get<wire::Reject>(m).reason, "rank 4 is out of range")) << std::get<wire::Reject>(m).reason;
+  m = raw_exchange(id, hello_for(id, -1, 4));
+  ASSERT_TRUE(std::holds_alternative<wire::Reject>(m));
+  auto h = hello_for(id, 0, 1);
+  h.protocol_version = 99;
+  m = raw_exchange(id, h);
+  ASSERT_TRUE(std::holds_alternative<wire::Reject>(m));
+  EXPECT_TRUE(contains(std::get<wire::Reject>(m).reason, "version 99")) << std::get<wire::Reject>(m).reason;
+  // None of this disturbed the group.
+  auto b = join(id, 0, 1);
+  EXPECT_EQ(b->allgather("x", in(milliseconds(2000))), std::vector<std::string>{"x"});
+}
+
+TEST(Bootstrap, WorldMismatchIsRejected) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto errs = run_ranks(3, [&](int r) {
+    if (r == 2) {
+      std::this_thread::sleep_for(milliseconds(200));
+      auto msg = expect_throw<InvalidArgument>([&] { join(id, 1, 3); });
+      EXPECT_TRUE(contains(msg, "world size 3")) << msg;
+      EXPECT_TRUE(contains(msg, "world size 2")) << msg;
+      return;
+    }
+    if (r == 1) std::this_thread::sleep_for(milliseconds(400));
+    auto b = join(id, r, 2);
+    b->barrier(in(milliseconds(5000)));
+  });
+  expect_ok(errs);
+}
+
+TEST(Bootstrap, GarbageAndSilentConnectionsDoNotDisturbTheGroup) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  net::Fd junk = raw_connect(id);
+  const char http[] = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(net::send_all(junk.get(), http, sizeof(http) - 1, in(milliseconds(1000))).status, net::IoStatus::Ok);
+  char c;
+  // The root drops it: EOF (or reset), well before our bound.
+  EXPECT_EQ(net::recv_all(junk.get(), &c, 1, in(milliseconds(2000))).status, net::IoStatus::Closed);
+  net::Fd silent = raw_connect(id);  // says nothing; dropped after a few seconds, meanwhile harmless
+  auto errs = run_ranks(2, [&](int r) {
+    auto b = join(id, r, 2);
+    b->barrier(in(milliseconds(5000)));
+  });
+  expect_ok(errs);
+}
+
+TEST(Bootstrap, JoinTimeoutNamesMissingRank) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto t0 = steady_clock::now();
+  std::vector<std::string> msgs(3);
+  auto errs = run_ranks(3, [&](int r) {
+    msgs[r] = expect_throw<TimeoutError>([&] { join(id, r, 4, milliseconds(1000)); });
+  });
+  expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(2500));
+  for (auto& m : msgs) EXPECT_TRUE(contains(m, "rank 3 of 4 did not join within 1 s")) << m;
+}
+
+TEST(Bootstrap, ConnectTimesOutWhenNoRootListens) {
+  UniqueId id = address_unique_id("127.0.0.1", free_port(), 2);
+  auto t0 = steady_clock::now();
+  auto msg = expect_throw<TimeoutError>([&] { join(id, 1, 2, milliseconds(300)); });
+  EXPECT_TRUE(contains(msg, "could not connect")) << msg;
+  EXPECT_TRUE(contains(msg, "refused")) << msg;
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(1500));
+}
+
+TEST(Bootstrap, SilentRootTimesOutOnClientSide) {
+  // Something listens but never answers (a hung root): the client's own deadline fires.
+  net::Fd l = net::listen_on(net::SockAddr::any(AF_INET, 0));
+  bootstrap::IdFields f;
+  f.root = *net::resolve("127.0.0.1", net::local_address(l.get()).port());
+  UniqueId id = bootstrap::make_id(f);
+  auto msg = expect_throw<TimeoutError>([&] { join(id, 0, 2, milliseconds(200)); });
+  EXPECT_TRUE(contains(msg, "did not answer")) << msg;
+}
+
+TEST(Bootstrap, FromAddressRank0StartsLate) {
+  uint16_t port = free_port();
+  const int world = 4;
+  auto errs = run_ranks(world, [&](int r) {
+    UniqueId id = address_unique_id("127.0.0.1", port, world);
+    if (r == 0) {
+      std::this_thread::sleep_for(milliseconds(300));  // the others are already retrying
+      start_root_for(id);
+      EXPECT_THROW(start_root_for(id), SystemError);  // the port is taken now
+    }
+    auto b = join(id, r, world);
+    auto got = b->allgather(std::to_string(r), in(milliseconds(5000)));
+    EXPECT_EQ(got, (std::vector<std::string>{"0", "1", "2", "3"}));
+  });
+  expect_ok(errs);
+}
+
+TEST(Bootstrap, PeerThatVanishesIsNamed) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::vector<std::unique_ptr<Bootstrap>> bs(3);
+  expect_ok(run_ranks(3, [&](int r) { bs[r] = join(id, r, 3); }));
+  auto t0 = steady_clock::now();
+  auto errs = run_ranks(3, [&](int r) {
+    if (r == 1) {
+      std::this_thread::sleep_for(milliseconds(100));
+      dynamic_cast<bootstrap::BootstrapClient&>(*bs[1]).drop_connection_for_test();
+      return;
+    }
+    try {
+      bs[r]->barrier(in(milliseconds(5000)));
+      ADD_FAILURE() << "barrier should fail";
+    } catch (const RemoteError& e) {
+      EXPECT_EQ(e.culprit(), 1);
+      EXPECT_EQ(e.rank(), r);
+      EXPECT_TRUE(contains(e.what(), "rank 1")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "disconnected without leaving")) << e.what();
+    }
+  });
+  expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(1000));
+  bs.clear();  // destructors must not hang
+}
+
+TEST(Bootstrap, AbortReachesEveryRankAndWakesWaiters) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::vector<std::unique_ptr<Bootstrap>> bs(3);
+  std::vector<std::shared_ptr<AbortSignal>> sig(3);
+  expect_ok(run_ranks(3, [&](int r) {
+    sig[r] = std::make_shared<AbortSignal>(r);
+    bs[r] = join(id, r, 3, milliseconds(10000), sig[r]);
+  }));
+  auto t0 = steady_clock::now();
+  auto errs = run_ranks(3, [&](int r) {
+    if (r == 2) {
+      std::this_thread::sleep_for(milliseconds(100));
+      bs[2]->abort("out of memory");
+      EXPECT_TRUE(sig[2]->raised());
+      EXPECT_THROW(bs[2]->barrier(in(milliseconds(100))), RemoteError);
+      return;
+    }
+    try {
+      bs[r]->allgather("x", in(milliseconds(10000)));
+      ADD_FAILURE() << "allgather should fail";
+    } catch (const RemoteError& e) {
+      EXPECT_EQ(e.culprit(), 2);
+      EXPECT_TRUE(contains(e.what(), "rank 2 aborted: out of memory")) << e.what();
+    }
+  });
+  expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(1000));
+  // Later calls fail at once too.
+  EXPECT_THROW(bs[0]->barrier(in(milliseconds(5000))), RemoteError);
+  bs.clear();
+}
+
+TEST(Bootstrap, AllgatherTimeoutNamesMissingRankAndGroupRecovers) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::vector<std::unique_ptr<Bootstrap>> bs(3);
+  expect_ok(run_ranks(3, [&](int r) { bs[r] = join(id, r, 3); }));
+  expect_ok(run_ranks(2, [&](int r) {
+    auto msg = expect_throw<TimeoutError>([&] { bs[r]->allgather("a", in(milliseconds(300))); });
+    EXPECT_TRUE(contains(msg, "rank 2 of 3 has not arrived")) << msg;
+  }));
+  // Rank 2 catches up: its allgather #0 completes with the blobs the others sent, and the
+  // sequence stays aligned for the next collective.
+  EXPECT_EQ(bs[2]->allgather("b", in(milliseconds(2000))), (std::vector<std::string>{"a", "a", "b"}));
+  expect_ok(run_ranks(3, [&](int r) {
+    EXPECT_EQ(bs[r]->allgather(std::to_string(r), in(milliseconds(2000))), (std::vector<std::string>{"0", "1", "2"}));
+  }));
+}
+
+TEST(Bootstrap, RootThatVanishesIsReported) {
+  net::Fd l = net::listen_on(net::SockAddr::any(AF_INET, 0));
+  bootstrap::IdFields f;
+  f.root = *net::resolve("127.0.0.1", net::local_address(l.get()).port());
+  f.token = bootstrap::random_token();
+  UniqueId id = bootstrap::make_id(f);
+  auto root = std::make_unique<bootstrap::RootServer>(std::move(l), f.token);
+  std::vector<std::unique_ptr<Bootstrap>> bs(2);
+  expect_ok(run_ranks(2, [&](int r) { bs[r] = join(id, r, 2); }));
+  auto errs = run_ranks(2, [&](int r) {
+    if (r == 0) {
+      std::this_thread::sleep_for(milliseconds(100));
+      root.reset();  // the hosting process "dies"
+    }
+    try {
+      bs[r]->barrier(in(milliseconds(5000)));
+      bs[r]->barrier(in(milliseconds(5000)));
+      ADD_FAILURE() << "barrier should fail";
+    } catch (const RemoteError& e) {
+      EXPECT_EQ(e.culprit(), -1);
+      EXPECT_TRUE(contains(e.what(), "root at " + f.root.to_string())) << e.what();
+    }
+  });
+  expect_ok(errs);
+  bs.clear();
+}
+
+TEST(Bootstrap, ForkedChildExitsDespiteInheritedRoot) {
+  // Launchers create the id, then fork the ranks: a child's normal exit must not try to stop
+  // or join the parent's root thread (it does not exist in the child).
+  UniqueId id = UniqueId::create("127.0.0.1");
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    UniqueId::create("127.0.0.1");  // the registry is used in the child too
+    std::exit(0);
+  }
+  int status = -1;
+  for (int i = 0; i < 500; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (status == -1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child hung at exit";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent's root is unaffected.
+  auto b = join(id, 0, 1);
+  b->barrier(in(milliseconds(2000)));
+}
+
+TEST(Bootstrap, AbortDuringJoinWakesTheJoiner) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto sig = std::make_shared<AbortSignal>(0);
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    sig->raise(-1, ErrorCode::Remote, "the caller gave up");
+  });
+  auto t0 = steady_clock::now();
+  auto msg = expect_throw<RemoteError>([&] { join(id, 0, 2, milliseconds(10000), sig); });
+  raiser.join();
+  EXPECT_TRUE(contains(msg, "the caller gave up")) << msg;
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(1000));
+}
+
+TEST(Bootstrap, RankDyingBeforeTheGroupFormsFailsTheJoin) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto errs = run_ranks(2, [&](int r) {
+    if (r == 1) {  // joins by hand, then its "process" dies
+      net::Fd fd = raw_connect(id);
+      ASSERT_EQ(wire::send_message(fd.get(), hello_for(id, 1, 3), in(milliseconds(2000))).status,
+                net::IoStatus::Ok);
+      std::this_thread::sleep_for(milliseconds(200));
+      return;
+    }
+    try {
+      join(id, 0, 3, milliseconds(3000));  // the failed root lingers until this deadline
+      ADD_FAILURE() << "join should fail";
+    } catch (const RemoteError& e) {
+      EXPECT_EQ(e.culprit(), 1);
+      EXPECT_TRUE(contains(e.what(), "rank 1")) << e.what();
+    }
+  });
+  expect_ok(errs);
+  // Latecomers learn why instead of waiting out their deadline.
+  auto t0 = steady_clock::now();
+  auto msg = expect_throw<RemoteError>([&] { join(id, 2, 3); });
+  EXPECT_TRUE(contains(msg, "rank 1")) << msg;
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(1000));
+}

@@ -1,0 +1,242 @@
+// dlopen-based NCCL binding for the baseline (see nccl_loader.hpp). Compiled in CUDA builds;
+// nccl.h supplies only the types and prototypes the function-pointer typedefs are made from.
+#include "nccl_loader.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+
+#include <stdexcept>
+#include <string>
+
+#if ACTORCC_BENCH_HAVE_NCCL_H
+#include <nccl.h>
+#endif
+
+namespace actorcc::bench {
+
+#if ACTORCC_BENCH_HAVE_NCCL_H
+
+struct NcclLib::Fns {
+  decltype(&ncclGetVersion) get_version = nullptr;
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
+  decltype(&ncclGetErrorString) get_error_string = nullptr;
+  decltype(&ncclGetLastError) get_last_error = nullptr;  // optional
+  decltype(&ncclAllReduce) all_reduce = nullptr;
+  decltype(&ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&ncclAllGather) all_gather = nullptr;
+  decltype(&ncclBroadcast) broadcast = nullptr;
+#ifdef NCCL_WIN_COLL_SYMMETRIC
+  // optional (NCCL >= 2.27): symmetric-memory windows
+  decltype(&ncclMemAlloc) mem_alloc = nullptr;
+  decltype(&ncclMemFree) mem_free = nullptr;
+  decltype(&ncclCommWindowRegister) window_register = nullptr;
+  decltype(&ncclCommWindowDeregister) window_deregister = nullptr;
+#endif
+};
+
+namespace {
+
+template <typename F>
+void resolve(void* h, const char* name, F& out, bool required) {
+  out = reinterpret_cast<F>(dlsym(h, name));
+  if (!out && required) throw std::runtime_error(std::string("NCCL library lacks ") + name);
+}
+
+ncclDataType_t to_nccl(DataType t) {
+  switch (t) {
+    case DataType::Float32: return ncclFloat32;
+    case DataType::Float16: return ncclFloat16;
+    case DataType::BFloat16: return ncclBfloat16;
+    case DataType::Float64: return ncclFloat64;
+    case DataType::Int8: return ncclInt8;
+    case DataType::UInt8: return ncclUint8;
+    case DataType::Int32: return ncclInt32;
+    case DataType::Int64: return ncclInt64;
+  }
+  throw std::runtime_error("dtype not supported by NCCL");
+}
+
+ncclRedOp_t to_nccl(RedOp op) {
+  switch (op) {
+    case RedOp::Sum: return ncclSum;
+    case RedOp::Prod: return ncclProd;
+    case RedOp::Min: return ncclMin;
+    case RedOp::Max: return ncclMax;
+    case RedOp::Avg: return ncclAvg;
+  }
+  throw std::runtime_error("op not supported by NCCL");
+}
+
+void nck(const NcclLib::Fns& f, ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
+  if (r == ncclSuccess) return;
+  std::string msg = std::string(what) + " failed: " + f.get_error_string(r);
+  if (f.get_last_error) {
+    const char* last = f.get_last_error(comm);
+    if (last && *last) msg += std::string(" (") + last + ")";
+  }
+  throw std::runtime_error(msg);
+}
+
+}  // namespace
+
+std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    throw std::runtime_error("cannot load NCCL from '" + path + "': " + (e ? e : "unknown error"));
+  }
+  std::unique_ptr<NcclLib> lib(new NcclLib());
+  lib->handle_ = h;
+  lib->fns_ = std::make_unique<Fns>();
+  Fns& f = *lib->fns_;
+  resolve(h, "ncclGetVersion", f.get_version, true);
+  resolve(h, "ncclGetUniqueId", f.get_unique_id, true);
+  resolve(h, "ncclCommInitRank", f.comm_init_rank, true);
+  resolve(h, "ncclCommDestroy", f.comm_destroy, true);
+  resolve(h, "ncclCommAbort", f.comm_abort, true);
+  resolve(h, "ncclGetErrorString", f.get_error_string, true);
+  resolve(h, "ncclGetLastError", f.get_last_error, false);
+  resolve(h, "ncclAllReduce", f.all_reduce, true);
+  resolve(h, "ncclReduceScatter", f.reduce_scatter, true);
+  resolve(h, "ncclAllGather", f.all_gather, true);
+  resolve(h, "ncclBroadcast", f.broadcast, true);
+#ifdef NCCL_WIN_COLL_SYMMETRIC
+  resolve(h, "ncclMemAlloc", f.mem_alloc, false);
+  resolve(h, "ncclMemFree", f.mem_free, false);
+  resolve(h, "ncclCommWindowRegister", f.window_register, false);
+  resolve(h, "ncclCommWindowDeregister", f.window_deregister, false);
+#endif
+  lib->path_ = path;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(f.get_version), &info) && info.dli_fname) lib->path_ = info.dli_fname;
+  return lib;
+}
+
+NcclLib::~NcclLib() {
+  // The handle stays open: NCCL keeps threads and atexit hooks that must outlive unloading.
+}
+
+std::string NcclLib::version() const {
+  int v = 0;
+  nck(*fns_, fns_->get_version(&v), "ncclGetVersion");
+  // NCCL_VERSION: X*10000 + Y*100 + Z from 2.9 on, X*1000 + Y*100 + Z before.
+  int major = v >= 10000 ? v / 10000 : v / 1000;
+  int rest = v >= 10000 ? v % 10000 : v % 1000;
+  return std::to_string(major) + "." + std::to_string(rest / 100) + "." + std::to_string(rest % 100);
+}
+
+std::string NcclLib::path() const { return path_; }
+
+std::string NcclLib::unique_id() const {
+  ncclUniqueId id;
+  nck(*fns_, fns_->get_unique_id(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank) const {
+  if (id.size() != sizeof(ncclUniqueId)) throw std::runtime_error("bad NCCL unique id size");
+  ncclUniqueId uid;
+  std::copy(id.begin(), id.end(), uid.internal);
+  ncclComm_t comm = nullptr;
+  nck(*fns_, fns_->comm_init_rank(&comm, world, uid, rank), "ncclCommInitRank");
+  return std::make_unique<NcclComm>(*this, comm);
+}
+
+NcclComm::~NcclComm() {
+  if (comm_) lib_.fns().comm_destroy(static_cast<ncclComm_t>(comm_));
+}
+
+void NcclComm::abort() {
+  if (comm_) lib_.fns().comm_abort(static_cast<ncclComm_t>(comm_));
+  comm_ = nullptr;
+}
+
+void NcclComm::run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+                   void* stream) const {
+  const auto& f = lib_.fns();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (c) {
+    case Collective::AllReduce:
+      nck(f, f.all_reduce(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclAllReduce", comm);
+      return;
+    case Collective::ReduceScatter:
+      nck(f, f.reduce_scatter(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclReduceScatter", comm);
+      return;
+    case Collective::AllGather:
+      nck(f, f.all_gather(send, recv, count, to_nccl(t), comm, s), "ncclAllGather", comm);
+      return;
+    case Collective::Broadcast:
+      nck(f, f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", comm);
+      return;
+    default: throw std::runtime_error("collective not benchmarked with NCCL");
+  }
+}
+
+#ifdef NCCL_WIN_COLL_SYMMETRIC
+namespace {
+void need_windows(const NcclLib::Fns& f) {
+  if (!f.mem_alloc || !f.mem_free || !f.window_register || !f.window_deregister)
+    throw std::runtime_error("this NCCL has no symmetric-memory windows (needs NCCL >= 2.27)");
+}
+}  // namespace
+
+void* NcclLib::mem_alloc(size_t bytes) const {
+  const auto& f = *fns_;
+  need_windows(f);
+  void* p = nullptr;
+  nck(f, f.mem_alloc(&p, bytes), "ncclMemAlloc");
+  return p;
+}
+void NcclLib::mem_free(void* p) const {
+  const auto& f = *fns_;
+  if (p && f.mem_free) f.mem_free(p);
+}
+void* NcclComm::window_register(void* p, size_t bytes) const {
+  const auto& f = lib_.fns();
+  need_windows(f);
+  ncclWindow_t win = nullptr;
+  auto comm = static_cast<ncclComm_t>(comm_);
+  nck(f, f.window_register(comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister", comm);
+  return win;
+}
+void NcclComm::window_deregister(void* win) const {
+  const auto& f = lib_.fns();
+  if (win && f.window_deregister && comm_)
+    f.window_deregister(static_cast<ncclComm_t>(comm_), static_cast<ncclWindow_t>(win));
+}
+#else
+void* NcclLib::mem_alloc(size_t) const { throw std::runtime_error("built with an nccl.h without windows"); }
+void NcclLib::mem_free(void*) const {}
+void* NcclComm::window_register(void*, size_t) const {
+  throw std::runtime_error("built with an nccl.h without windows");
+}
+void NcclComm::window_deregister(void*) const {}
+#endif
+
+#else  // no nccl.h at build time: the baseline reports why it cannot run
+
+struct NcclLib::Fns {};
+std::unique_ptr<NcclLib> NcclLib::load(const std::string&) {
+  throw std::runtime_error("actorcc-bench was built without nccl.h (NCCL baseline unavailable)");
+}
+NcclLib::~NcclLib() {}
+std::string NcclLib::version() const { return ""; }
+std::string NcclLib::path() const { return path_; }
+std::string NcclLib::unique_id() const { return ""; }
+std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int) const { return nullptr; }
+NcclComm::~NcclComm() {}
+void NcclComm::abort() {}
+void NcclComm::run(Collective, const void*, void*, size_t, DataType, RedOp, int, void*) const {}
+void* NcclLib::mem_alloc(size_t) const { return nullptr; }
+void NcclLib::mem_free(void*) const {}
+void* NcclComm::window_register(void*, size_t) const { return nullptr; }
+void NcclComm::window_deregister(void*) const {}
+
+#endif
+
+}  // namespace actorcc::bench

@@ -1,0 +1,63 @@
+// NCCL for the baseline, loaded at run time with dlopen: the benchmark has no link-time
+// dependency on NCCL and runs where none is installed (the nccl implementations are then
+// skipped). nccl.h is used only for types and prototypes (function-pointer typedefs).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "actorcc/types.hpp"
+
+namespace actorcc::bench {
+
+class NcclComm;
+
+class NcclLib {
+ public:
+  // Opens `path` (a file path or a soname for the loader's search) and resolves the entry
+  // points. Throws std::runtime_error with dlerror()'s text.
+  static std::unique_ptr<NcclLib> load(const std::string& path);
+  ~NcclLib();
+
+  std::string version() const;   // "2.28.9"
+  std::string path() const;      // the file that was loaded (dladdr), or what was asked for
+  std::string unique_id() const; // ncclGetUniqueId, as 128 raw bytes
+  // ncclCommInitRank with an id from unique_id() (any rank's copy of rank 0's id).
+  std::unique_ptr<NcclComm> init_rank(int world, const std::string& id, int rank) const;
+  // ncclMemAlloc / ncclMemFree (memory that symmetric windows can register).
+  void* mem_alloc(size_t bytes) const;
+  void mem_free(void* p) const;
+
+  struct Fns;
+  const Fns& fns() const { return *fns_; }
+
+ private:
+  NcclLib() = default;
+  void* handle_ = nullptr;
+  std::string path_;
+  std::unique_ptr<Fns> fns_;
+};
+
+class NcclComm {
+ public:
+  NcclComm(const NcclLib& lib, void* comm) : lib_(lib), comm_(comm) {}
+  ~NcclComm();  // ncclCommDestroy (windows must be deregistered first)
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  // Enqueues one collective with actorcc's argument conventions (counts as in actorcc).
+  void run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
+           void* stream) const;
+
+  // ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC on ncclMemAlloc memory (collective
+  // over the communicator).
+  void* window_register(void* p, size_t bytes) const;  // returns the ncclWindow_t
+  void window_deregister(void* win) const;
+  void abort();  // ncclCommAbort; the destructor then does nothing
+
+ private:
+  const NcclLib& lib_;
+  void* comm_;
+};
+
+}  // namespace actorcc::bench

@@ -52,6 +52,8 @@ class BackendImpl {
 // Factories; each throws UnsupportedError with the reason when it cannot serve the group.
 std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx);
 std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx);  // only with ACTORCC_WITH_CUDA
+// All collectives through NCCL (loaded at run time); `why` is logged. Collective over all ranks.
+std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why);
 bool cuda_usable(int device);  // a device this process can use exists (false without a driver)
 // The CUDA ordinal to use: `requested` if >= 0, else the current device; -1 when CUDA is not
 // usable here (no driver, no device). Implemented in core/cuda_device_cuda.cpp / backend_stubs.cpp.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include "bootstrap/bootstrap.hpp"
 #include "common/log.hpp"
@@ -35,21 +36,33 @@ std::string rank_list(const std::vector<int>& ranks) {
   return os.str();
 }
 
-// Every rank reports whether it could build the chosen backend; all fail together if any did,
-// naming the ranks and their reasons, so no rank is left waiting in a collective alone.
-void agree_or_throw(Bootstrap& bs, int rank, Deadline dl, const std::string& my_error, const char* what) {
+// Every rank reports whether it could build its backend (empty = success). The answer is the
+// same on every rank, so all ranks take the same next step and none waits in a collective alone.
+std::vector<std::pair<int, std::string>> failures(Bootstrap& bs, Deadline dl, const std::string& my_error) {
   auto all = bs.allgather(my_error, dl);
-  std::vector<int> bad;
-  std::string reasons;
+  std::vector<std::pair<int, std::string>> bad;
   for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) {
-      bad.push_back(static_cast<int>(r));
-      if (reasons.size() < 2000) reasons += "\n  rank " + std::to_string(r) + ": " + all[r];
-    }
-  if (!bad.empty())
-    throw UnsupportedError("rank " + std::to_string(rank) + ": " + what + " failed on rank(s) " + rank_list(bad) + ":" +
-                               reasons,
-                           rank);
+    if (!all[r].empty()) bad.emplace_back(static_cast<int>(r), all[r]);
+  return bad;
+}
+
+std::string describe(const std::vector<std::pair<int, std::string>>& bad) {
+  std::string s;
+  for (const auto& [r, why] : bad)
+    if (s.size() < 2000) s += "\n  rank " + std::to_string(r) + ": " + why;
+  return s;
+}
+
+template <typename Make>
+std::string try_make(std::unique_ptr<BackendImpl>& out, Make&& make) {
+  try {
+    out = make();
+    return {};
+  } catch (const std::exception& e) {
+    out.reset();
+    std::string err = e.what();
+    return err.empty() ? "unknown error" : err;
+  }
 }
 
 }  // namespace
@@ -140,14 +153,35 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   ctx.options.device = kind == Backend::Cuda ? device : -1;
 
   Deadline setup = Deadline::after(opt.join_timeout);
-  std::string err;
-  try {
-    impl->backend = kind == Backend::Cuda ? make_cuda_backend(ctx) : make_cpu_backend(ctx);
-  } catch (const std::exception& e) {
-    err = e.what();
-    if (err.empty()) err = "unknown error";
+  Bootstrap& bs = *impl->bootstrap;
+  auto& backend = impl->backend;
+  if (kind == Backend::Cpu) {
+    auto bad = failures(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
+    if (!bad.empty())
+      throw UnsupportedError("rank " + std::to_string(rank) + ": CPU backend setup failed on " + describe(bad), rank);
+  } else if (ctx.num_nodes > 1) {
+    // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
+    // rails between nodes) is not built yet, so NCCL carries all of it for now.
+    auto bad = failures(bs, setup, try_make(backend, [&] {
+      return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
+    }));
+    if (!bad.empty())
+      throw UnsupportedError("rank " + std::to_string(rank) + ": NCCL setup for a multi-node group failed on " +
+                                 describe(bad),
+                             rank);
+  } else {
+    auto bad = failures(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
+    if (!bad.empty()) {
+      // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
+      std::string why = "the NVLink/VMM path is unavailable:" + describe(bad);
+      backend.reset();
+      auto bad2 = failures(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
+      if (!bad2.empty())
+        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + describe(bad) +
+                                   "\nand the NCCL fallback failed on " + describe(bad2),
+                               rank);
+    }
   }
-  agree_or_throw(*impl->bootstrap, rank, setup, err, kind == Backend::Cuda ? "CUDA backend setup" : "CPU backend setup");
   LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes
                    << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size());
   return impl;

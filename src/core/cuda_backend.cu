@@ -153,6 +153,16 @@ class CudaBackend final : public BackendImpl {
       throw UnsupportedError("rank " + std::to_string(ctx.rank) +
                              ": the CUDA backend serves one node; this group spans " + std::to_string(ctx.num_nodes) +
                              " nodes (the inter-node NCCL rail transport is not built yet)");
+    // Two ranks on one GPU would each spin in kernels that the GPU time-slices between the
+    // processes (no concurrency without MPS): refuse rather than crawl.
+    for (int r = 0; r < ctx.world; ++r)
+      for (int q = r + 1; q < ctx.world; ++q)
+        if (!ctx.peers[r].gpu_uuid.empty() && ctx.peers[r].gpu_uuid == ctx.peers[q].gpu_uuid &&
+            ctx.peers[r].host_id == ctx.peers[q].host_id)
+          throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": ranks " + std::to_string(r) + " and " +
+                                     std::to_string(q) + " share GPU " + ctx.peers[r].gpu_uuid +
+                                     "; the CUDA backend needs one GPU per rank",
+                                 ctx.rank);
     if (ctx.world > cuda::kMaxRanks)
       throw UnsupportedError("the CUDA backend supports up to " + std::to_string(cuda::kMaxRanks) + " ranks per node");
     Deadline dl = Deadline::after(ctx.options.join_timeout);
@@ -222,9 +232,13 @@ class CudaBackend final : public BackendImpl {
   }
 
   ~CudaBackend() override {
+    int prev = -1;
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != device_) cudaSetDevice(device_);
     if (order_event_) cudaEventDestroy(order_event_);
     // Kernels still queued may use the workspace: let them finish (or fail) before unmapping.
     if (ws_) cudaDeviceSynchronize();
+    if (prev >= 0 && prev != device_) cudaSetDevice(prev);
+    cudaGetLastError();
   }
 
   Backend kind() const override { return Backend::Cuda; }

@@ -8,8 +8,10 @@
 //    st.release.sys of the flag;
 //  - a reader's thread 0 spins with ld.acquire.sys on the flag in its own memory, then
 //    __syncthreads(); the CTA then reads the data with ld.global.cg (L2, never a stale L1 line).
-// LL lines carry data and flag in one 16-byte st.volatile.v4, which NVLink delivers whole, so
-// the reader needs no separate flag: it polls the line itself.
+// LL lines carry data and flag in one 16-byte st.volatile.v4 ({data, flag, data, flag}, each
+// 8-byte half with its own flag copy), so the reader needs no separate flag: it polls the line
+// itself. Like NCCL's LL protocol this relies on the hardware delivering each aligned 8-byte
+// half of a vector store whole (the PTX model only promises it per 32-bit element).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -58,10 +60,9 @@ static __device__ __noinline__ void record_error(const DeviceComm& c, int code, 
   __threadfence_system();
 }
 
-// Spin budget check, called every so many polls: the abort word lives in host memory (a
-// PCIe read), so it is not read on every iteration.
-// The deadline starts at the first check (after ~1000 polls), not at kernel entry, which keeps
-// the timer read off the fast path.
+// Spin budget check, called on every poll but acting every 1024th: the abort word lives in host
+// memory (a PCIe read), so it is not read on every iteration. The deadline starts at the first
+// check (after ~1000 polls), not at kernel entry, which keeps the timer read off the fast path.
 struct Spin {
   unsigned long long deadline = 0;
   unsigned n = 0;

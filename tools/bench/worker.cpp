@@ -20,10 +20,12 @@
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "host_data.hpp"
-#include "nccl_loader.hpp"
+#include "transport/nccl/nccl_loader.hpp"
 #include "report.hpp"
 
 namespace actorcc::bench {
+using nccl::NcclComm;
+using nccl::NcclLib;
 namespace {
 
 int64_t wall_us() {

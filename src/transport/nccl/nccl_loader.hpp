@@ -1,21 +1,33 @@
-// NCCL for the baseline, loaded at run time with dlopen: the benchmark has no link-time
-// dependency on NCCL and runs where none is installed (the nccl implementations are then
-// skipped). nccl.h is used only for types and prototypes (function-pointer typedefs).
+// NCCL loaded at run time with dlopen: actorcc has no link-time dependency on NCCL and runs
+// where none is installed. Used by the NCCL backend (between nodes, and where GPUs of one node
+// cannot reach each other) and by actorcc-bench's baseline. nccl.h supplies only types and
+// prototypes (function-pointer typedefs).
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <string>
 
+#include "actorcc/error.hpp"
 #include "actorcc/types.hpp"
 
-namespace actorcc::bench {
+namespace actorcc::nccl {
+
+// A failed NCCL call or a missing/unusable NCCL library.
+class NcclError : public Error {
+ public:
+  explicit NcclError(const std::string& m) : Error(ErrorCode::System, "NCCL: " + m) {}
+};
+
+// The library to load: ACTORCC_NCCL_LIB if set, else "libnccl.so.2" (found by the loader's
+// search path, or already loaded into this process by PyTorch).
+std::string default_library();
 
 class NcclComm;
 
 class NcclLib {
  public:
   // Opens `path` (a file path or a soname for the loader's search) and resolves the entry
-  // points. Throws std::runtime_error with dlerror()'s text.
+  // points. Throws NcclError with dlerror()'s text.
   static std::unique_ptr<NcclLib> load(const std::string& path);
   ~NcclLib();
 
@@ -60,4 +72,4 @@ class NcclComm {
   void* comm_;
 };
 
-}  // namespace actorcc::bench
+}  // namespace actorcc::nccl

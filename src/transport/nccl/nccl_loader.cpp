@@ -1,21 +1,29 @@
 // dlopen-based NCCL binding for the baseline (see nccl_loader.hpp). Compiled in CUDA builds;
 // nccl.h supplies only the types and prototypes the function-pointer typedefs are made from.
-#include "nccl_loader.hpp"
+#include "transport/nccl/nccl_loader.hpp"
 
 #include <dlfcn.h>
 
 #include <algorithm>
 
 #include <stdexcept>
+
+#include "common/env.hpp"
 #include <string>
 
-#if ACTORCC_BENCH_HAVE_NCCL_H
+#if ACTORCC_HAVE_NCCL_H
 #include <nccl.h>
 #endif
 
-namespace actorcc::bench {
+namespace actorcc::nccl {
 
-#if ACTORCC_BENCH_HAVE_NCCL_H
+std::string default_library() {
+  // setting: ACTORCC_NCCL_LIB - path of the libnccl.so.2 to load (default: the loader's search)
+  if (auto v = env::get("ACTORCC_NCCL_LIB")) return *v;
+  return "libnccl.so.2";
+}
+
+#if ACTORCC_HAVE_NCCL_H
 
 struct NcclLib::Fns {
   decltype(&ncclGetVersion) get_version = nullptr;
@@ -43,7 +51,7 @@ namespace {
 template <typename F>
 void resolve(void* h, const char* name, F& out, bool required) {
   out = reinterpret_cast<F>(dlsym(h, name));
-  if (!out && required) throw std::runtime_error(std::string("NCCL library lacks ") + name);
+  if (!out && required) throw NcclError(std::string("NCCL library lacks ") + name);
 }
 
 ncclDataType_t to_nccl(DataType t) {
@@ -57,7 +65,7 @@ ncclDataType_t to_nccl(DataType t) {
     case DataType::Int32: return ncclInt32;
     case DataType::Int64: return ncclInt64;
   }
-  throw std::runtime_error("dtype not supported by NCCL");
+  throw NcclError("dtype not supported by NCCL");
 }
 
 ncclRedOp_t to_nccl(RedOp op) {
@@ -68,7 +76,7 @@ ncclRedOp_t to_nccl(RedOp op) {
     case RedOp::Max: return ncclMax;
     case RedOp::Avg: return ncclAvg;
   }
-  throw std::runtime_error("op not supported by NCCL");
+  throw NcclError("op not supported by NCCL");
 }
 
 void nck(const NcclLib::Fns& f, ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
@@ -78,7 +86,7 @@ void nck(const NcclLib::Fns& f, ncclResult_t r, const char* what, ncclComm_t com
     const char* last = f.get_last_error(comm);
     if (last && *last) msg += std::string(" (") + last + ")";
   }
-  throw std::runtime_error(msg);
+  throw NcclError(msg);
 }
 
 }  // namespace
@@ -87,7 +95,7 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    throw std::runtime_error("cannot load NCCL from '" + path + "': " + (e ? e : "unknown error"));
+    throw NcclError("cannot load NCCL from '" + path + "': " + (e ? e : "unknown error"));
   }
   std::unique_ptr<NcclLib> lib(new NcclLib());
   lib->handle_ = h;
@@ -138,7 +146,7 @@ std::string NcclLib::unique_id() const {
 }
 
 std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank) const {
-  if (id.size() != sizeof(ncclUniqueId)) throw std::runtime_error("bad NCCL unique id size");
+  if (id.size() != sizeof(ncclUniqueId)) throw NcclError("bad NCCL unique id size");
   ncclUniqueId uid;
   std::copy(id.begin(), id.end(), uid.internal);
   ncclComm_t comm = nullptr;
@@ -173,7 +181,7 @@ void NcclComm::run(Collective c, const void* send, void* recv, size_t count, Dat
     case Collective::Broadcast:
       nck(f, f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", comm);
       return;
-    default: throw std::runtime_error("collective not benchmarked with NCCL");
+    default: throw NcclError("collective not supported through NCCL");
   }
 }
 
@@ -181,7 +189,7 @@ void NcclComm::run(Collective c, const void* send, void* recv, size_t count, Dat
 namespace {
 void need_windows(const NcclLib::Fns& f) {
   if (!f.mem_alloc || !f.mem_free || !f.window_register || !f.window_deregister)
-    throw std::runtime_error("this NCCL has no symmetric-memory windows (needs NCCL >= 2.27)");
+    throw NcclError("this NCCL has no symmetric-memory windows (needs NCCL >= 2.27)");
 }
 }  // namespace
 
@@ -210,10 +218,10 @@ void NcclComm::window_deregister(void* win) const {
     f.window_deregister(static_cast<ncclComm_t>(comm_), static_cast<ncclWindow_t>(win));
 }
 #else
-void* NcclLib::mem_alloc(size_t) const { throw std::runtime_error("built with an nccl.h without windows"); }
+void* NcclLib::mem_alloc(size_t) const { throw NcclError("built with an nccl.h without windows"); }
 void NcclLib::mem_free(void*) const {}
 void* NcclComm::window_register(void*, size_t) const {
-  throw std::runtime_error("built with an nccl.h without windows");
+  throw NcclError("built with an nccl.h without windows");
 }
 void NcclComm::window_deregister(void*) const {}
 #endif
@@ -222,7 +230,7 @@ void NcclComm::window_deregister(void*) const {}
 
 struct NcclLib::Fns {};
 std::unique_ptr<NcclLib> NcclLib::load(const std::string&) {
-  throw std::runtime_error("actorcc-bench was built without nccl.h (NCCL baseline unavailable)");
+  throw NcclError("actorcc was built without nccl.h (no NCCL support)");
 }
 NcclLib::~NcclLib() {}
 std::string NcclLib::version() const { return ""; }
@@ -239,4 +247,4 @@ void NcclComm::window_deregister(void*) const {}
 
 #endif
 
-}  // namespace actorcc::bench
+}  // namespace actorcc::nccl

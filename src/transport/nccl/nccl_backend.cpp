@@ -1,0 +1,90 @@
+// The NCCL backend: every collective goes through one NCCL communicator over all ranks. Used
+// when the ranks span several nodes (until the hierarchical path exists) and when the GPUs of
+// one node cannot map each other's memory (no P2P), so actorcc never falls back to anything
+// slower than NCCL. NCCL is loaded at run time; its unique id travels over actorcc's bootstrap.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+
+#include "common/log.hpp"
+#include "core/backend.hpp"
+#include "transport/nccl/nccl_loader.hpp"
+
+namespace actorcc {
+namespace {
+
+void cuda_check(cudaError_t e, const char* what, int rank) {
+  if (e != cudaSuccess) throw CudaError("rank " + std::to_string(rank) + ": " + what + ": " + cudaGetErrorString(e), rank);
+}
+
+// Shared with the abort listener, which may fire from the bootstrap's reader thread after the
+// backend is gone: it holds only a weak reference.
+struct NcclState {
+  std::unique_ptr<nccl::NcclLib> lib;
+  std::mutex mu;
+  std::unique_ptr<nccl::NcclComm> comm;
+};
+
+class NcclBackend final : public BackendImpl {
+ public:
+  NcclBackend(GroupContext& ctx, std::string why) : ctx_(ctx), why_(std::move(why)), state_(std::make_shared<NcclState>()) {
+    device_ = ctx.options.device;
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice", ctx.rank);
+    state_->lib = nccl::NcclLib::load(nccl::default_library());
+    auto ids = ctx.bootstrap->allgather(ctx.rank == 0 ? state_->lib->unique_id() : std::string(),
+                                        Deadline::after(ctx.options.join_timeout));
+    state_->comm = state_->lib->init_rank(ctx.world, ids[0], ctx.rank);
+    cuda_check(cudaMalloc(&scratch_, 16), "cudaMalloc(barrier scratch)", ctx.rank);
+    std::weak_ptr<NcclState> weak = state_;
+    ctx.abort->on_raise([weak] {
+      // ncclCommAbort unblocks NCCL kernels waiting for a rank that is gone.
+      if (auto s = weak.lock()) {
+        std::lock_guard<std::mutex> g(s->mu);
+        if (s->comm) s->comm->abort();
+      }
+    });
+    LOG_WARN("rank " << ctx.rank << ": using NCCL " << state_->lib->version() << " from " << state_->lib->path()
+                     << " for all collectives: " << why_);
+  }
+
+  ~NcclBackend() override {
+    {
+      std::lock_guard<std::mutex> g(state_->mu);
+      state_->comm.reset();
+    }
+    if (scratch_) cudaFree(scratch_);
+  }
+
+  Backend kind() const override { return Backend::Cuda; }
+  int device() const override { return device_; }
+
+  void run(const CollArgs& a) override {
+    std::lock_guard<std::mutex> g(state_->mu);
+    if (!state_->comm) ctx_.abort->rethrow();
+    if (a.coll == Collective::Barrier) {
+      // NCCL has no barrier: a one-element all-reduce orders the ranks on the stream.
+      state_->comm->run(Collective::AllReduce, scratch_, scratch_, 1, DataType::Int32, RedOp::Sum, 0, a.stream);
+      return;
+    }
+    if (a.count == 0) return;
+    state_->comm->run(a.coll, a.send, a.recv, a.count, a.dtype, a.op, a.root, a.stream);
+  }
+
+  std::string plan(Collective, size_t) const override { return "nccl"; }
+
+ private:
+  GroupContext& ctx_;
+  std::string why_;
+  std::shared_ptr<NcclState> state_;
+  int device_ = 0;
+  void* scratch_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why) {
+  return std::make_unique<NcclBackend>(ctx, why);
+}
+
+}  // namespace actorcc

@@ -28,9 +28,12 @@ from .communicator import Communicator, Work  # noqa: F401
 
 __version__ = _library_version()
 
+# actorcc.doctor(comm) runs the doctor in a group; the module is light (no torch import).
+from . import doctor  # noqa: E402,F401
+
 # TimeoutError is left out of __all__ so `from actorcc import *` does not shadow the builtin.
 __all__ = [
     "UniqueId", "Communicator", "Work", "Error", "InvalidArgumentError", "RemoteError",
     "SystemCallError", "CudaError", "UnsupportedError", "InternalError", "SUPPORTED_DTYPES",
-    "built_with_cuda",
+    "built_with_cuda", "doctor",
 ]

@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 
@@ -23,6 +24,10 @@ struct Tuning {
   size_t ll_max = 1 << 20;      // LL one-shot up to this many bytes
   size_t push_max = 4 << 20;    // one-shot push up to this many bytes
   int pdl = 1;                  // launch with programmatic dependent launch
+  // Pipelined two-shot (cuda_twoshot_pipe.cu): largest tile per CTA step, and the all-reduce
+  // size (2 ranks, scaled like the others) from which the planner prefers it over the two-shot.
+  size_t pipe_tile = 64 << 10;
+  size_t pipe_min = ~size_t(0);  // off until measured (see tests/gpu/TUNING.md)
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -59,6 +64,7 @@ size_t dtype_bytes(int dtype);
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
+cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu
 cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_allgather.cu
 cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_broadcast.cu

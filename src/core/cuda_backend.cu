@@ -91,14 +91,16 @@ struct Agreed {
     std::ostringstream os;
     os << tune.threads << ' ' << tune.ll_threads << ' ' << tune.min_tile << ' ' << tune.push_min_chunk << ' '
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
-       << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << (algo.empty() ? "-" : algo);
+       << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
+       << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
     Agreed a;
     std::istringstream is(s);
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
-        a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >> a.algo;
+        a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
+        a.tune.pipe_tile >> a.tune.pipe_min >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -124,6 +126,10 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.ll_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL_BLOCKS", a.ll_blocks)));
   // setting: ACTORCC_CUDA_PDL - 0 disables programmatic dependent launch of the kernels
   if (auto v = env::get_bool("ACTORCC_CUDA_PDL")) a.tune.pdl = *v ? 1 : 0;
+  // setting: ACTORCC_CUDA_PIPE_TILE - largest per-CTA tile in bytes of the pipelined two-shot
+  a.tune.pipe_tile = env_size("ACTORCC_CUDA_PIPE_TILE", a.tune.pipe_tile);
+  // setting: ACTORCC_CUDA_PIPE_MIN - all-reduce bytes (2 ranks) from which the pipelined two-shot is used
+  a.tune.pipe_min = env_size("ACTORCC_CUDA_PIPE_MIN", a.tune.pipe_min);
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -134,12 +140,14 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
 const char* kAlgoOneshot = "oneshot";
 const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
+const char* kAlgoPipe = "twoshot_pipe";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
   if (a == "oneshot" || a == "ll" || a == "oneshot_ll") return kAlgoOneshot;
   if (a == "oneshot_push" || a == "push") return kAlgoPush;
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
+  if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -197,6 +205,7 @@ class CudaBackend final : public BackendImpl {
     forced_ = agreed_.algo == kAlgoOneshot ? Algo::OneShot
               : agreed_.algo == kAlgoPush  ? Algo::Push
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
+              : agreed_.algo == kAlgoPipe  ? Algo::Pipe
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -244,7 +253,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, Push, TwoShot, Other };
+  enum class Algo { Copy, OneShot, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -255,6 +264,7 @@ class CudaBackend final : public BackendImpl {
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
+    if (bytes >= agreed_.tune.pipe_min) return Algo::Pipe;
     return Algo::TwoShot;
   }
 
@@ -264,6 +274,7 @@ class CudaBackend final : public BackendImpl {
       case Algo::OneShot: return kAlgoOneshot;
       case Algo::Push: return kAlgoPush;
       case Algo::TwoShot: return kAlgoTwoshot;
+      case Algo::Pipe: return kAlgoPipe;
       default: break;
     }
     switch (c) {
@@ -296,6 +307,7 @@ class CudaBackend final : public BackendImpl {
         Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
+        else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }

@@ -576,7 +576,7 @@ int main(int argc, char** argv) {
   auto ids = split(ids_env);
   CK(cudaSetDevice(0));
   CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-  g_buf_bytes = size_t(300) << 20;
+  g_buf_bytes = size_t(1) << 30;  // the timing table goes up to 1 GiB
   CK(cudaMalloc(&d_a, g_buf_bytes + 4096));
   CK(cudaMalloc(&d_b, g_buf_bytes + 4096));
   CK(cudaMemset(d_a, 0, g_buf_bytes));
@@ -635,8 +635,8 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[3] = {"oneshot", "oneshot_push", "twoshot"};
-        for (int k = 0; k < 3; ++k) {
+        const char* algos[4] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe"};
+        for (int k = 0; k < 4; ++k) {
           auto c = make_comm(ids[1 + k], algos[k]);
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
@@ -656,43 +656,80 @@ int main(int argc, char** argv) {
           test_graph(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[%s]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
         }
+        // 3. the pipelined two-shot with small tiles (many tiles per CTA: the RS/AG overlap and
+        //    the slot reuse across tiles), mixed by the planner with LL / push in one group.
+        {
+          setenv("ACTORCC_CUDA_PIPE_TILE", "8192", 1);
+          setenv("ACTORCC_CUDA_MIN_TILE", "4096", 1);
+          setenv("ACTORCC_CUDA_PIPE_MIN", "1048577", 1);
+          setenv("ACTORCC_CUDA_PUSH_MAX", "1048576", 1);  // > 1 MiB: always the pipe
+          auto c = make_comm(ids[5], "");
+          unsetenv("ACTORCC_CUDA_PIPE_TILE");
+          unsetenv("ACTORCC_CUDA_MIN_TILE");
+          unsetenv("ACTORCC_CUDA_PIPE_MIN");
+          unsetenv("ACTORCC_CUDA_PUSH_MAX");
+          if (g_rank == 0) std::printf("plan(all_reduce, 16 MiB) with PIPE_MIN = %s\n", c->plan(Collective::AllReduce, 16 << 20).c_str());
+          std::vector<size_t> sizes = {300001, (1u << 20) + 5};
+          if (!quick) sizes.push_back((8u << 20) + 1);
+          for (DataType t : types)
+            for (RedOp op : ops)
+              for (size_t n : sizes) {
+                if (n * dtype_size(t) <= (1u << 20) * 2 / g_world) continue;  // not the pipe: covered above
+                if (n > (2u << 20) && op != RedOp::Sum && op != RedOp::Avg) continue;
+                test_allreduce(*c, "pipe_t8k", t, op, n, false, 0, seed++);
+                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "pipe_t8k", t, op, n, true, 0, seed++);
+                if (n == 300001) test_allreduce(*c, "pipe_t8k", t, op, n, false, 1, seed++);
+              }
+          test_graph(*c, quick ? 100 : 300);
+          test_back_to_back(*c, quick ? 100 : 300);
+          if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+        }
       }
     }
     if ((do_bench || bench_only) && g_world > 1) {
-      std::vector<size_t> sizes = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20};
+      const size_t G = size_t(1) << 30;
+      std::vector<size_t> sizes = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20, G};
+      const std::vector<size_t> big = {1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20, G};
+      const bool tune_only = std::getenv("ACTORCC_TEST_TUNE_ONLY") != nullptr;  // skip the other collectives
       if (g_rank == 0) std::printf("TIME %-14s %-13s %11s %10s %10s %8s\n", "comm", "algo", "bytes", "eager_us", "graph_us", "busbw");
       {
         auto c = make_comm(ids[6], "");
         bench(*c, "auto", sizes);
-        bench_other(*c);
+        if (!tune_only) bench_other(*c);
       }
       {
         auto c = make_comm(ids[7], "oneshot");
-        bench(*c, "oneshot", {1024, 4096, 16384, 65536, 262144, 524288, 1 << 20});
+        bench(*c, "oneshot", {1024, 4096, 16384, 65536, 262144, 524288, 1 << 20, 2 << 20});
       }
       {
         auto c = make_comm(ids[8], "oneshot_push");
-        bench(*c, "oneshot_push", {4096, 65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20});
+        bench(*c, "oneshot_push", {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20});
       }
       {
         auto c = make_comm(ids[9], "twoshot");
-        bench(*c, "twoshot", {65536, 262144, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20, 256u << 20});
+        bench(*c, "twoshot", big);
       }
-      // tuning variants (the settings are agreed from rank 0, and every rank sets the same)
-      struct V { const char* name; const char* algo; const char* env; const char* val; std::vector<size_t> sizes; };
+      // variants (the settings are agreed from rank 0, and every rank sets the same)
+      struct V { const char* name; const char* algo; std::vector<std::pair<const char*, const char*>> env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
-          {"nopdl", "", "ACTORCC_CUDA_PDL", "0", sizes},
-          {"ts_b264_t256", "twoshot", "ACTORCC_CUDA_BLOCKS", "264", {4 << 20, 16 << 20, 64 << 20, 256u << 20}},
-          {"ts_ws272m", "twoshot", "ACTORCC_WORKSPACE_BYTES", "285212672", {16 << 20, 64 << 20, 256u << 20}},
-          {"push_ws272m", "oneshot_push", "ACTORCC_WORKSPACE_BYTES", "285212672", {4 << 20, 16 << 20, 64 << 20, 256u << 20}},
-          {"ll_t128", "oneshot", "ACTORCC_CUDA_LL_THREADS", "128", {1024, 4096, 16384, 65536, 262144, 1 << 20}},
+          {"pipe", "twoshot_pipe", {}, big},
+          {"pipe_t8k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "8192"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}},
+           {1 << 20, 2 << 20, 4 << 20, 16 << 20}},
+          {"pipe_t32k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "32768"}}, {4 << 20, 16 << 20, 64 << 20, 256u << 20, G}},
+          {"pipe_t128k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "131072"}}, {16 << 20, 64 << 20, 256u << 20, G}},
+          {"pipe_b264", "twoshot_pipe", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}},
+           {4 << 20, 16 << 20, 64 << 20, 256u << 20, G}},
+          {"ll_b256", "oneshot", {{"ACTORCC_CUDA_LL_BLOCKS", "256"}}, {262144, 524288, 1 << 20, 2 << 20}},
+          {"ll_b512_t256", "oneshot", {{"ACTORCC_CUDA_LL_BLOCKS", "512"}, {"ACTORCC_CUDA_LL_THREADS", "256"}},
+           {262144, 524288, 1 << 20, 2 << 20}},
+          {"nopdl", "", {{"ACTORCC_CUDA_PDL", "0"}}, {4096, 1 << 20, 16 << 20}},
       };
-      for (size_t k = 0; k < vs.size() && 10 + k < ids.size(); ++k) {
-        setenv(vs[k].env, vs[k].val, 1);
-        if (std::string(vs[k].name) == "ts_b264_t256") setenv("ACTORCC_CUDA_THREADS", "256", 1);
-        auto c = make_comm(ids[10 + k], vs[k].algo);
-        unsetenv(vs[k].env);
-        unsetenv("ACTORCC_CUDA_THREADS");
+      for (size_t k = 0; k < vs.size(); ++k) {
+        size_t id = k < 7 ? 10 + k : 19 + (k - 7);
+        if (id >= ids.size()) continue;
+        for (auto& e : vs[k].env) setenv(e.first, e.second, 1);
+        auto c = make_comm(ids[id], vs[k].algo);
+        for (auto& e : vs[k].env) unsetenv(e.first);
         bench(*c, vs[k].name, vs[k].sizes);
       }
     }

@@ -1,0 +1,148 @@
+// Pipelined two-shot all-reduce ("twoshot_pipe"), for large messages. Same data movement as
+// cuda_twoshot.cu (reduce-scatter by pushing each segment's tile to its owner, the owner folds
+// in rank order and pushes the folded tile into every peer's phase-1 slot), but each CTA streams
+// its tiles without waiting for a tile's all-gather before starting the next tile:
+//
+//   iteration i (tile t_i, step s = s0 + i, parity s & 1):
+//     A  push tile t_i of every peer's segment into that peer's phase-0 slot; flag phase 0 = s+1
+//     C  wait for the peers' phase-1 flags of step s-1, copy the previous tile's all-gathered
+//        results from the local phase-1 slots (parity (s-1) & 1) to the output
+//     D  wait for the peers' phase-0 flags of step s, fold own input + the world's copies in rank
+//        order -> own output; push the folded tile into every peer's phase-1 slot (parity s & 1)
+//     E  flag phase 1 = s+1
+//   after the last tile: wait for the last phase-1 flags, copy out.
+//
+// So the all-gather wait and the local copy-out of tile i-1 run while tile i's reduce-scatter
+// pushes are in flight, and there is one flag round trip less on the critical path per tile.
+// Slot reuse (two parities, as everywhere): our phase-0 write at step s+2 into a peer happens
+// after we saw the peer's phase-1 flag of step s+1 (C of iteration i+2... precisely: C of
+// iteration i+1 waits phase-1 of step s, raised by the peer after its fold of step s read its
+// phase-0 slots); our phase-1 write at step s+2 happens after the peer's phase-0 flag of step
+// s+2, which it raises after its copy-out of step s (C of its iteration i+1 precedes A/B of
+// i+2 with a barrier in between). At exit we have seen every peer's phase-1 flag of the last
+// step, so every peer has finished all our earlier steps and read the last step's phase-0
+// slots; the only slot still in use is the last step's phase-1 slot, which other kernels write
+// only after a phase-0 flag of a later step (the peer is then in that later kernel). That is the
+// invariant of kernels/device_comm.cuh. Each element is folded once, by its owner, in rank
+// order: the same bits on every rank.
+#include "algorithms/cuda_algorithms.hpp"
+#include "kernels/tile_reduce.cuh"
+
+namespace actorcc::cuda {
+namespace {
+
+// Thread 0 raises flag `ph` = v in every peer (after the CTA's data stores: barrier + fence).
+__device__ __forceinline__ void pipe_signal(const DeviceComm& c, int ph, unsigned long long v) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    for (int k = 1; k < c.world; ++k) {
+      int q = (c.rank + k) % c.world;
+      st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
+    }
+  }
+}
+// Thread 0 waits until every peer's flag `ph` >= v; the whole CTA returns the verdict.
+__device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll) {
+  __shared__ int s_ok;
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    for (int k = 1; k < c.world && ok; ++k) {
+      int q = (c.rank + c.world - k) % c.world;
+      const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
+      while (ld_acquire_sys(f) < v)
+        if (st.spin.expired(c, q, coll)) { ok = 0; break; }
+    }
+    s_ok = ok;
+  }
+  __syncthreads();
+  const bool ok = s_ok != 0;
+  __syncthreads();  // s_ok is rewritten by the next wait
+  return ok;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* out, size_t count, size_t seg,
+                                                  size_t tile, size_t ntiles, int coll) {
+  Step st = begin_steps(c);
+  const int b = blockIdx.x, me = c.rank, W = c.world;
+  const bool vec = aligned16(in) && aligned16(out) && (seg * sizeof(T)) % 16 == 0;
+  T* out_own = out + me * seg;
+  auto range = [&](int s, size_t t, size_t& lo) -> size_t {
+    size_t s_lo = s * seg, s_hi = min(count, s_lo + seg);
+    lo = s_lo + t * tile;
+    size_t hi = min(s_hi, lo + tile);
+    return hi > lo ? hi - lo : 0;
+  };
+  auto copy_out = [&](size_t t, int par) {
+    for (int k = 1; k < W; ++k) {
+      int q = me + k < W ? me + k : me + k - W;
+      size_t lo, n = range(q, t, lo);
+      copy_bytes(reinterpret_cast<char*>(out + lo), data_slot(c, me, par, b, 1, q), n * sizeof(T), vec, true);
+    }
+  };
+  bool failed = false;
+  size_t prev_t = 0;
+  bool have_prev = false;
+  for (size_t t = b; t < ntiles; t += gridDim.x) {
+    const int par = static_cast<int>(st.s & 1);
+    // A: reduce-scatter pushes of this tile, then the phase-0 flag.
+    for (int k = 1; k < W; ++k) {
+      int q = me + k < W ? me + k : me + k - W;
+      size_t lo, n = range(q, t, lo);
+      copy_bytes(data_slot(c, q, par, b, 0, me), reinterpret_cast<const char*>(in + lo), n * sizeof(T), vec, false);
+    }
+    pipe_signal(c, 0, st.s + 1);
+    // C: the previous tile's all-gather (flag value = previous step + 1 = st.s).
+    if (have_prev) {
+      if (!pipe_wait(c, st, 1, st.s, coll)) { failed = true; break; }
+      copy_out(prev_t, par ^ 1);
+    }
+    // D: fold this tile and push the result to every peer; E: phase-1 flag.
+    if (!pipe_wait(c, st, 0, st.s + 1, coll)) { failed = true; break; }
+    {
+      size_t lo, n = range(me, t, lo);
+      const size_t push_off = data_slot(c, me, par, b, 1, me) - c.ws[me];
+      // 2 ranks (the measured case): 4 words per thread per source in flight; more ranks: 1.
+      if (W == 2)
+        reduce_tile_unrolled<T, Op, 2, 4>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes,
+                                          n, vec, push_off);
+      else
+        reduce_tile_unrolled<T, Op, kMaxRanks, 1>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0),
+                                                  c.tile_bytes, n, vec, push_off);
+    }
+    pipe_signal(c, 1, st.s + 1);
+    prev_t = t;
+    have_prev = true;
+    ++st.s;
+  }
+  if (!failed && have_prev) {
+    if (pipe_wait(c, st, 1, st.s, coll)) copy_out(prev_t, static_cast<int>((st.s - 1) & 1));
+  }
+  end_steps(c, st);
+}
+
+}  // namespace
+
+cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+  const size_t esz = dtype_bytes(a.dtype);
+  const size_t epv = 16 / esz;
+  const size_t count = a.count;
+  const size_t seg = round_up(ceil_div(count, c.world), epv);
+  const size_t max_tile = std::max(epv, std::min(c.tile_bytes, std::max<size_t>(t.pipe_tile, 4096)) / esz / epv * epv);
+  const size_t min_tile = std::min(max_tile, round_up(std::max<size_t>(epv, t.min_tile / esz), epv));
+  // Balanced tiles: every CTA the same number of tiles, each at most pipe_tile bytes.
+  const size_t rounds = std::max<size_t>(1, ceil_div(seg, size_t(c.data_blocks) * max_tile));
+  size_t tile = round_up(ceil_div(seg, rounds * c.data_blocks), epv);
+  tile = std::min(max_tile, std::max(tile, min_tile));
+  const size_t ntiles = std::max<size_t>(1, ceil_div(seg, tile));
+  const size_t blocks = std::min<size_t>(ntiles, c.data_blocks);
+  cudaError_t e = cudaSuccess;
+  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
+    e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(blocks), t.threads, t, a.stream, c,
+                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, tile, ntiles, a.coll);
+  });
+  return e;
+}
+
+}  // namespace actorcc::cuda

@@ -11,4 +11,3 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-if [ -f scripts/ci_python_deps.sh ]; then bash scripts/ci_python_deps.sh; fi

@@ -14,15 +14,15 @@
 //
 // So the all-gather wait and the local copy-out of tile i-1 run while tile i's reduce-scatter
 // pushes are in flight, and there is one flag round trip less on the critical path per tile.
-// Slot reuse (two parities, as everywhere): our phase-0 write at step s+2 into a peer happens
-// after we saw the peer's phase-1 flag of step s+1 (C of iteration i+2... precisely: C of
-// iteration i+1 waits phase-1 of step s, raised by the peer after its fold of step s read its
-// phase-0 slots); our phase-1 write at step s+2 happens after the peer's phase-0 flag of step
-// s+2, which it raises after its copy-out of step s (C of its iteration i+1 precedes A/B of
-// i+2 with a barrier in between). At exit we have seen every peer's phase-1 flag of the last
-// step, so every peer has finished all our earlier steps and read the last step's phase-0
-// slots; the only slot still in use is the last step's phase-1 slot, which other kernels write
-// only after a phase-0 flag of a later step (the peer is then in that later kernel). That is the
+// Slot reuse (two parities, as everywhere): our phase-0 write of step s+2 into a peer (A of
+// iteration i+2) comes after C of iteration i+1, where we saw the peer's phase-1 flag of step s,
+// which the peer raises after its fold of step s has read its phase-0 slots; our phase-1 write of
+// step s+2 (D of i+2) comes after the peer's phase-0 flag of step s+2, which it raises after its
+// copy-out of step s (C of its iteration i+1, a barrier before the flag). At exit we have seen
+// every peer's phase-1 flag of the last step, so every peer has finished all earlier steps and
+// read the last step's phase-0 slots; the only slot still in use is the last step's phase-1
+// slot, which any kernel writes only after a phase-0 flag of a later step (the peer is then in
+// that later kernel). That is the
 // invariant of kernels/device_comm.cuh. Each element is folded once, by its owner, in rank
 // order: the same bits on every rank.
 #include "algorithms/cuda_algorithms.hpp"
@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
     {
       size_t lo, n = range(me, t, lo);
       const size_t push_off = data_slot(c, me, par, b, 1, me) - c.ws[me];
-      // 2 ranks (the measured case): 4 words per thread per source in flight; more ranks: 1.
+      // 2 ranks (the measured case): 2 words per thread per source in flight; more ranks: 1.
       if (W == 2)
-        reduce_tile_unrolled<T, Op, 2, 4>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes,
+        reduce_tile_unrolled<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes,
                                           n, vec, push_off);
       else
         reduce_tile_unrolled<T, Op, kMaxRanks, 1>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0),

@@ -712,16 +712,12 @@ int main(int argc, char** argv) {
       // variants (the settings are agreed from rank 0, and every rank sets the same)
       struct V { const char* name; const char* algo; std::vector<std::pair<const char*, const char*>> env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
-          {"pipe", "twoshot_pipe", {}, big},
-          {"pipe_t8k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "8192"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}},
-           {1 << 20, 2 << 20, 4 << 20, 16 << 20}},
-          {"pipe_t32k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "32768"}}, {4 << 20, 16 << 20, 64 << 20, 256u << 20, G}},
-          {"pipe_t128k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "131072"}}, {16 << 20, 64 << 20, 256u << 20, G}},
+          {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
+          {"pipe_t64k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "65536"}}, {16 << 20, 64 << 20, 256u << 20, G}},
           {"pipe_b264", "twoshot_pipe", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}},
            {4 << 20, 16 << 20, 64 << 20, 256u << 20, G}},
-          {"ll_b256", "oneshot", {{"ACTORCC_CUDA_LL_BLOCKS", "256"}}, {262144, 524288, 1 << 20, 2 << 20}},
-          {"ll_b512_t256", "oneshot", {{"ACTORCC_CUDA_LL_BLOCKS", "512"}, {"ACTORCC_CUDA_LL_THREADS", "256"}},
-           {262144, 524288, 1 << 20, 2 << 20}},
+          {"pipe_ws272m", "twoshot_pipe", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_PIPE_TILE", "262144"}},
+           {16 << 20, 64 << 20, 256u << 20, G}},
           {"nopdl", "", {{"ACTORCC_CUDA_PDL", "0"}}, {4096, 1 << 20, 16 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Everything the GPU machine runs for a submission, in two device calls (run both within one
+# lease so the build is reused):
+#   phase1  build (library, GPU tier, bench, Python extension, doctor probe) in one CMake build;
+#           the GPU tier (tests/gpu/run.sh), the Python GPU tests, the doctor in local and
+#           group mode with masked and permuted devices
+#   phase2  the benchmark matrix (scripts/bench_gpu.sh: actors eager/graph/permute against NCCL,
+#           torchrun NCCL), the Python 4 KB latency against the C++ figure, the actor sweep
+#           example (process launcher with actor traits: the device machine has no Ray)
+# Results come back as $OUT/<phase>.tgz (logs, JSON, PNG) and $OUT/<phase>-summary.txt.
+set -u
+phase=${1:?usage: device_all.sh phase1|phase2}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/device-out}
+W=/tmp/actorcc-device/$phase
+B=$ROOT/build-gpu
+mkdir -p "$W" "$OUT"
+export PYTHONPATH=$B/python/pkg
+SUMMARY=$W/summary.txt
+: >"$SUMMARY"
+step() {  # name timeout command...: runs, logs to $W/name.log, records the exit status
+  local name=$1 to=$2
+  shift 2
+  local t0=$(date +%s)
+  timeout -k 10 "$to" "$@" >"$W/$name.log" 2>&1
+  local rc=$?
+  printf '%-28s exit %3d  %4ds\n' "$name" "$rc" "$(($(date +%s) - t0))" | tee -a "$SUMMARY"
+  return $rc
+}
+
+if [ "$phase" = phase1 ]; then
+  nvidia-smi topo -m >"$W/topo.txt" 2>&1
+  step build 400 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -DACTORCC_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TESTS=ON -DACTORCC_TOOLS=ON -DACTORCC_PYTHON=ON && \
+      cmake --build '$B' -j$(nproc)" || { tail -40 "$W/build.log"; exit 1; }
+  step gpu-tier 420 env OUT="$W/gpu" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 bash tests/gpu/run.sh
+  tail -40 "$W/gpu-tier.log"
+  step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py tests/python/test_basics.py
+  tail -5 "$W/py-gpu.log"
+  step doctor-local-masked 120 env CUDA_VISIBLE_DEVICES=1 python3 -m actorcc.doctor --torch
+  step doctor-local-permuted 120 env CUDA_VISIBLE_DEVICES=1,0 python3 -m actorcc.doctor --torch
+  CUDA_VISIBLE_DEVICES=1 python3 -m actorcc.doctor --json >"$W/doctor-local-masked.json" 2>&1
+  for mode in masked permuted; do
+    if [ $mode = masked ]; then d0=0 d1=1; else d0=1 d1=0; fi
+    port=$((29600 + RANDOM % 300))
+    CUDA_VISIBLE_DEVICES=$d1 timeout 180 python3 -m actorcc.doctor --address 127.0.0.1:$port --rank 1 --world 2 \
+      >"$W/doctor-group-$mode-rank1.txt" 2>&1 &
+    step doctor-group-$mode 180 env CUDA_VISIBLE_DEVICES=$d0 python3 -m actorcc.doctor --address 127.0.0.1:$port --rank 0 --world 2
+    wait
+  done
+  # The doctor's cross-rank check: NCCL_ALGO reaching one worker only.
+  port=$((29600 + RANDOM % 300))
+  CUDA_VISIBLE_DEVICES=1 NCCL_ALGO=Ring timeout 180 python3 -m actorcc.doctor --address 127.0.0.1:$port --rank 1 \
+    --world 2 --no-bandwidth >"$W/doctor-group-envmismatch-rank1.txt" 2>&1 &
+  step doctor-group-envmismatch 180 env CUDA_VISIBLE_DEVICES=0 python3 -m actorcc.doctor --address 127.0.0.1:$port \
+    --rank 0 --world 2 --no-bandwidth
+  wait
+  head -30 "$W/doctor-group-masked.log"
+else
+  BENCH=$B/tools/bench/actorcc-bench
+  step bench 480 env OUT="$W/bench" BENCH="$BENCH" bash scripts/bench_gpu.sh
+  grep -h -A14 "comparison\|ratio" "$W/bench.log" | head -60
+  step py-latency 120 python3 scripts/py_latency.py --world 2 --bench "$BENCH" --json "$W/py_latency.json"
+  tail -8 "$W/py-latency.log"
+  step example-sweep 240 python3 examples/ray_allreduce_sweep.py --no-ray --world 2 --stagger 1 --json "$W/example.json"
+  tail -25 "$W/example-sweep.log"
+fi
+echo "== summary ($phase)"
+cat "$SUMMARY"
+cp "$SUMMARY" "$OUT/$phase-summary.txt"
+tar czf "$OUT/$phase.tgz" -C "$W" .

@@ -35,7 +35,7 @@ if [ "$phase" = phase1 ]; then
   step build 400 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -DACTORCC_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TESTS=ON -DACTORCC_TOOLS=ON -DACTORCC_PYTHON=ON && \
       cmake --build '$B' -j$(nproc)" || { tail -40 "$W/build.log"; exit 1; }
-  step gpu-tier 420 env OUT="$W/gpu" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 bash tests/gpu/run.sh
+  step gpu-tier 300 env OUT="$W/gpu" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 ACTORCC_GPU_BUDGET=280 bash tests/gpu/run.sh
   tail -40 "$W/gpu-tier.log"
   step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py tests/python/test_basics.py
   tail -5 "$W/py-gpu.log"

@@ -4,6 +4,7 @@
 // and turned into exceptions by the next call on the host.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -291,6 +292,10 @@ class CudaBackend final : public BackendImpl {
     check_device_errors();
     if (a.coll != Collective::Barrier && a.count == 0) return;
     DeviceGuard guard(device_);
+    if (a.coll != Collective::Barrier) {
+      if (a.send) check_buffer(a.send, "send", a);
+      check_buffer(a.recv, "recv", a);
+    }
     auto stream = static_cast<cudaStream_t>(a.stream);
     if (ctx_.world == 1) return run_single(a, stream);
     order_after_previous(stream);
@@ -330,6 +335,32 @@ class CudaBackend final : public BackendImpl {
   void deregister_buffer(void*) override {}
 
  private:
+  // Rejects a buffer this device's kernels cannot address (plain host memory, another GPU's
+  // memory) before anything is launched: a kernel touching it would fault and poison the CUDA
+  // context for every later call. Validated pointers are remembered, so the buffers a training
+  // loop reuses cost one lookup each.
+  void check_buffer(const void* p, const char* which, const CollArgs& a) {
+    for (const void* q : checked_)
+      if (q == p) return;
+    cudaPointerAttributes attr{};
+    cudaError_t e = cudaPointerGetAttributes(&attr, p);
+    std::string where = "rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) + ": " + which +
+                        " buffer ";
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw InvalidArgument(where + "is not CUDA-accessible memory (" + cudaGetErrorString(e) + ")", ctx_.rank);
+    }
+    if (attr.type == cudaMemoryTypeUnregistered)
+      throw InvalidArgument(where + "is ordinary host memory; pass device memory of CUDA device " +
+                                std::to_string(device_) + " (or pinned, mapped host memory)",
+                            ctx_.rank);
+    if (attr.type == cudaMemoryTypeDevice && attr.device != device_)
+      throw InvalidArgument(where + "is on CUDA device " + std::to_string(attr.device) +
+                                " but this communicator uses device " + std::to_string(device_),
+                            ctx_.rank);
+    checked_[next_checked_++ % checked_.size()] = p;
+  }
+
   // A kernel that gave up (timeout, abort) left a record in host-mapped memory: turn it into
   // the group's error, once, and throw it.
   void check_device_errors() {
@@ -385,6 +416,8 @@ class CudaBackend final : public BackendImpl {
   cudaEvent_t order_event_ = nullptr;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;
+  std::array<const void*, 8> checked_{};
+  size_t next_checked_ = 0;
 };
 
 }  // namespace

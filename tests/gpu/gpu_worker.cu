@@ -390,6 +390,30 @@ struct Chain {  // in += 1; out = all_reduce(in); acc += out  (int64, exact)
   }
 };
 
+// ---- bad buffers ---------------------------------------------------------------------------
+// Host memory or a null pointer must be refused before any kernel runs (a kernel touching them
+// would poison the context), with an error naming the buffer, and the group must stay usable.
+void test_bad_buffers(Communicator& c, uint64_t seed) {
+  std::vector<float> host(1024, 1.0f);
+  void* dev = nullptr;
+  if (cudaMalloc(&dev, host.size() * sizeof(float)) != cudaSuccess) return fail("cudaMalloc for bad-buffer test");
+  auto expect_invalid = [&](const char* what, const void* send, void* recv) {
+    ++g_cases;
+    try {
+      c.all_reduce(send, recv, host.size(), DataType::Float32, RedOp::Sum, g_stream);
+      fail(std::string("bad buffer accepted: ") + what);
+    } catch (const InvalidArgument& e) {
+      if (std::string(e.what()).find("buffer") == std::string::npos) fail(std::string("unclear error for ") + what + ": " + e.what());
+    }
+  };
+  expect_invalid("host send", host.data(), dev);
+  expect_invalid("host recv", dev, host.data());
+  expect_invalid("null recv", dev, nullptr);
+  cudaFree(dev);
+  // Every rank refused the same calls, so the group is still in step: a real call works.
+  test_allreduce(c, "after-bad-buffers", DataType::Float32, RedOp::Sum, 4097, false, 0, seed);
+}
+
 void test_graph(Communicator& c, long replays) {
   std::vector<std::unique_ptr<Chain>> chains;
   for (size_t n : {size_t(1), size_t(1000), size_t(65536 + 3), size_t(2 << 20)})
@@ -682,6 +706,7 @@ int main(int argc, char** argv) {
               }
           test_graph(*c, quick ? 100 : 300);
           test_back_to_back(*c, quick ? 100 : 300);
+          test_bad_buffers(*c, seed++);
           if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
       }

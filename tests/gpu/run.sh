@@ -20,7 +20,9 @@ nvidia-smi topo -m >> "$OUT/nvidia-smi.txt" 2>&1
 
 T0=$(date +%s)
 BUILD_OK=0
-if cmake -S . -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TOOLS=OFF \
+if [ "${ACTORCC_GPU_PREBUILT:-0}" = 1 ] && [ -x "$BUILD/tests/gpu/gpu_worker" ]; then
+  BIN="$BUILD/tests/gpu"; BUILD_OK=1  # built by the caller (scripts/device_all.sh) with everything else
+elif cmake -S . -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TOOLS=OFF \
      -DACTORCC_TESTS=ON > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j "$JOBS" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
   BIN="$BUILD/tests/gpu"; BUILD_OK=1
 else

@@ -98,7 +98,7 @@ def test_cpu_sweep_table_and_json():
     for key in ("launch", "coll", "dtype", "op", "ranks", "nodes", "graph", "permute", "stagger_s"):
         assert key in s, key
     assert s["launch"] == "actors" and s["coll"] == "all_reduce" and s["ranks"] == 3 and s["nodes"] == 1
-    assert s["graph"] == 0 and s["permute"] is False and abs(s["stagger_s"] - 0.2) < 1e-9
+    assert s["graph"] is False and s["graph_launches"] == 0 and s["permute"] is False and abs(s["stagger_s"] - 0.2) < 1e-9
     assert [peer["rank"] for peer in data["peers"]] == [0, 1, 2]
     assert len(data["results"]) == 1
     res = data["results"][0]

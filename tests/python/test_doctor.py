@@ -251,6 +251,10 @@ def test_env_mismatch_names_the_odd_rank():
     g = actor_group(3, env_for=lambda r: {"NCCL_DEBUG": "INFO"} if r == 2 else {})
     got = rules.by_id("nccl-env-mismatch").run(g)
     assert got.ranks == [2] and got.severity == "warn"
+    # 1 against 1: no majority says which rank is wrong, so both are named.
+    g = actor_group(2, env_for=lambda r: {"NCCL_ALGO": "Ring"} if r == 1 else {})
+    got = rules.by_id("nccl-env-mismatch").run(g)
+    assert got.ranks == [0, 1] and "'Ring' on ranks 1" in got.evidence
 
 
 def test_one_gpu_container_counts_as_masked_in_a_group():

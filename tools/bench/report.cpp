@@ -255,7 +255,8 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
   o << "    \"op\": " << q(std::string(to_string(c.op))) << ",\n";
   o << "    \"ranks\": " << info.world << ",\n";
   o << "    \"nodes\": " << c.nodes << ",\n";
-  o << "    \"graph\": " << c.graph << ",\n";
+  o << "    \"graph\": " << (c.graph > 0 ? "true" : "false") << ",\n";
+  o << "    \"graph_launches\": " << c.graph << ",\n";
   o << "    \"permute\": " << (c.permute ? "true" : "false") << ",\n";
   o << "    \"stagger_s\": " << num(c.launch == Launch::Actors ? c.stagger_s : 0.0) << ",\n";
   o << "    \"order\": " << q(order_name(c.order)) << ",\n";

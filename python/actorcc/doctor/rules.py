@@ -348,8 +348,14 @@ def check_env_mismatch(g):
         vals = _ranks_by(g, lambda f, k=k: f["env"]["nccl"].get(k, "(unset)"))
         if len(vals) > 1:
             parts.append(f"{k}: " + ", ".join(f"{v!r} on ranks {_ranklist(r)}" for v, r in vals.items()))
-            minority = min(vals.values(), key=len)
-            ranks.update(minority)
+            # The ranks outside the one largest group are the odd ones; with no single largest
+            # group (say 1 rank against 1) nobody can tell which side is wrong: name every rank.
+            sizes = sorted((len(r) for r in vals.values()), reverse=True)
+            if sizes[0] == sizes[1]:
+                ranks.update(r for rs in vals.values() for r in rs)
+            else:
+                largest = max(vals.values(), key=len)
+                ranks.update(r for rs in vals.values() if rs is not largest for r in rs)
             severe |= k in _MUST_MATCH
     if not parts:
         return None

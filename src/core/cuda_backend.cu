@@ -187,7 +187,8 @@ class CudaBackend final : public BackendImpl {
       ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = local_settings(ctx, sms);
       words_ = std::make_shared<HostWords>();
-      counters_ = std::make_unique<DeviceBuffer>(cuda::kMaxBlocks * sizeof(unsigned long long));
+      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
+      counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
       ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
     } catch (const std::exception& e) {
       err = e.what();
@@ -232,6 +233,13 @@ class CudaBackend final : public BackendImpl {
     d.abort_word = words_->dev;
     d.error = words_->dev + 4;
     d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
+    d.abort_poll = d.counters + cuda::kMaxBlocks;
+    // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
+    // host abort word (default 20; 0 = every waiting thread at every check, for measurements)
+    {
+      auto v = env::get_int("ACTORCC_CUDA_ABORT_POLL_US");
+      d.abort_poll_ns = static_cast<unsigned long long>(v && *v >= 0 ? *v : 20) * 1000ull;
+    }
 
     std::weak_ptr<HostWords> w = words_;
     ctx.abort->on_raise([w] {

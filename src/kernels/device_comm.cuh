@@ -38,6 +38,11 @@ struct DeviceComm {
   size_t data_off;
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
+  // Abort polling (see Spin in primitives.cuh). abort_poll[0]: globaltimer time before which no
+  // thread of this GPU reads the host abort word again; abort_poll[1]: nonzero once any kernel
+  // of this communicator saw or raised an abort/timeout (sticky, device memory, cheap to poll).
+  unsigned long long* abort_poll;
+  unsigned long long abort_poll_ns;  // 0: every waiting thread reads the host word at every check
 };
 
 // Error codes the kernels leave in error[0].

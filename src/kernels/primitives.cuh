@@ -46,8 +46,8 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void* p) {
   return v;
 }
 
-// Records the first failure in host-mapped memory and raises the abort word, so every other
-// wait of this and later kernels gives up quickly too.
+// Records the first failure in host-mapped memory and raises the abort word (and its device
+// copy), so every other wait of this and later kernels gives up quickly too.
 static __device__ __noinline__ void record_error(const DeviceComm& c, int code, int peer, int coll) {
   volatile int* e = c.error;
   if (e[0] == 0) {
@@ -57,22 +57,48 @@ static __device__ __noinline__ void record_error(const DeviceComm& c, int code, 
     e[0] = code;
   }
   *c.abort_word = 1;
+  reinterpret_cast<volatile unsigned long long*>(c.abort_poll)[1] = 1;
   __threadfence_system();
 }
 
-// Spin budget check, called on every poll but acting every 1024th: the abort word lives in host
-// memory (a PCIe read), so it is not read on every iteration. The deadline starts at the first
-// check (after ~1000 polls), not at kernel entry, which keeps the timer read off the fast path.
+// Has the group been aborted? The abort word lives in host memory: a read is a PCIe round trip,
+// and on 2 x H200 (VM) such reads are served one after another, ~1 us each. It must not be read
+// by every waiting thread: the LL one-shot at 1 MiB has 2048 warps spinning, and when a wait
+// passes 1024 polls (~165 us; the peer late once: a host hiccup, a graph upload) all of them read
+// it at once, ~2 ms for the last one (measured: 128x512 threads reading it once take 1.9 ms).
+// The waiting rank then ends its call ~2 ms late, so the peer waits past 1024 polls on the next
+// call and storms in turn: a self-sustaining ~1.2 ms per call (tests/gpu/stall.sh reproduces
+// it). So at most one thread per GPU reads the host word per abort_poll_ns (a CAS on a device
+// timestamp elects it), and a raised abort is copied to device memory, which every waiting
+// thread polls cheaply. abort_poll_ns == 0 restores the old per-thread read (measurements only).
+__device__ __forceinline__ bool abort_raised(const DeviceComm& c, unsigned long long now) {
+  if (c.abort_poll_ns == 0) return *c.abort_word != 0;
+  volatile unsigned long long* ap = c.abort_poll;
+  if (ap[1] != 0) return true;
+  const unsigned long long next = ap[0];
+  if (now < next) return false;
+  // One lane per warp competes (fewer same-address atomics); the CAS winner reads the host word.
+  unsigned lt;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+  if ((__activemask() & lt) != 0) return false;
+  if (atomicCAS(c.abort_poll, next, now + c.abort_poll_ns) != next) return false;
+  if (*c.abort_word == 0) return false;
+  ap[1] = 1;
+  return true;
+}
+
+// Spin budget check, called on every poll but acting every 1024th (the deadline starts at the
+// first check, after ~1000 polls, which keeps the timer read off the fast path).
 struct Spin {
   unsigned long long deadline = 0;
   unsigned n = 0;
   __device__ __forceinline__ bool expired(const DeviceComm& c, int peer, int coll) {
     if ((++n & 1023u) != 0) return false;
-    if (*c.abort_word) {
+    const unsigned long long now = globaltimer();
+    if (abort_raised(c, now)) {
       record_error(c, kErrAborted, peer, coll);
       return true;
     }
-    const unsigned long long now = globaltimer();
     if (deadline == 0) deadline = now + c.timeout_ns;
     if (now > deadline) {
       record_error(c, kErrTimeout, peer, coll);

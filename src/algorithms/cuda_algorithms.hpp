@@ -82,4 +82,22 @@ cudaError_t launch_rs_ag(const DeviceComm& c, const Tuning& t, const CallArgs& a
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
+// How the two-shot kernels cut a segment of `seg` elements into tiles: as few rounds as tiles
+// of at most `max_tile` elements allow, every CTA the same number of tiles, no tile under the
+// tuning's min_tile bytes (all in elements, multiples of the vector width `epv`).
+struct TilePlan {
+  size_t tile;    // elements per tile
+  size_t ntiles;  // tiles in the segment
+  size_t blocks;  // CTAs to launch
+};
+inline TilePlan plan_tiles(size_t seg, size_t esz, size_t max_tile, const Tuning& t, int data_blocks) {
+  const size_t epv = 16 / esz;
+  const size_t min_tile = std::min(max_tile, round_up(std::max<size_t>(epv, t.min_tile / esz), epv));
+  const size_t rounds = std::max<size_t>(1, ceil_div(seg, size_t(data_blocks) * max_tile));
+  size_t tile = round_up(ceil_div(seg, rounds * data_blocks), epv);
+  tile = std::min(max_tile, std::max(tile, min_tile));
+  const size_t ntiles = std::max<size_t>(1, ceil_div(seg, tile));
+  return {tile, ntiles, std::min<size_t>(ntiles, data_blocks)};
+}
+
 }  // namespace actorcc::cuda

@@ -66,20 +66,13 @@ __global__ void __launch_bounds__(512) rs_ag(DeviceComm c, const T* in, T* out, 
 cudaError_t launch_rs_ag(const DeviceComm& c, const Tuning& t, const CallArgs& a, size_t count, size_t seg,
                          bool gather) {
   const size_t esz = dtype_bytes(a.dtype);
-  const size_t epv = 16 / esz;
-  const size_t max_tile = c.tile_bytes / esz;
-  const size_t min_tile = std::min(max_tile, round_up(std::max<size_t>(epv, t.min_tile / esz), epv));
-  // Balanced tiles: as few rounds as the workspace allows, every CTA the same number of tiles.
-  const size_t rounds = std::max<size_t>(1, ceil_div(seg, size_t(c.data_blocks) * max_tile));
-  size_t tile = round_up(ceil_div(seg, rounds * c.data_blocks), epv);
-  tile = std::min(max_tile, std::max(tile, min_tile));
-  const size_t ntiles = std::max<size_t>(1, ceil_div(seg, tile));
-  const size_t blocks = std::min<size_t>(ntiles, c.data_blocks);
+  // Tiles as large as a workspace slot allows.
+  const TilePlan p = plan_tiles(seg, esz, c.tile_bytes / esz, t, c.data_blocks);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
-    e = launch_kernel(rs_ag<T, Op>, static_cast<unsigned>(blocks), t.threads, t,
-                      a.stream, c, static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, tile, ntiles,
-                      gather ? 1 : 0, a.coll);
+    e = launch_kernel(rs_ag<T, Op>, static_cast<unsigned>(p.blocks), t.threads, t,
+                      a.stream, c, static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile,
+                      p.ntiles, gather ? 1 : 0, a.coll);
   });
   return e;
 }

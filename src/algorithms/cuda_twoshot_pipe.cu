@@ -129,18 +129,13 @@ cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const C
   const size_t epv = 16 / esz;
   const size_t count = a.count;
   const size_t seg = round_up(ceil_div(count, c.world), epv);
+  // Tiles of at most pipe_tile bytes (and a workspace slot).
   const size_t max_tile = std::max(epv, std::min(c.tile_bytes, std::max<size_t>(t.pipe_tile, 4096)) / esz / epv * epv);
-  const size_t min_tile = std::min(max_tile, round_up(std::max<size_t>(epv, t.min_tile / esz), epv));
-  // Balanced tiles: every CTA the same number of tiles, each at most pipe_tile bytes.
-  const size_t rounds = std::max<size_t>(1, ceil_div(seg, size_t(c.data_blocks) * max_tile));
-  size_t tile = round_up(ceil_div(seg, rounds * c.data_blocks), epv);
-  tile = std::min(max_tile, std::max(tile, min_tile));
-  const size_t ntiles = std::max<size_t>(1, ceil_div(seg, tile));
-  const size_t blocks = std::min<size_t>(ntiles, c.data_blocks);
+  const TilePlan p = plan_tiles(seg, esz, max_tile, t, c.data_blocks);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
-    e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(blocks), t.threads, t, a.stream, c,
-                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, tile, ntiles, a.coll);
+    e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
+                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, a.coll);
   });
   return e;
 }

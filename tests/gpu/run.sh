@@ -6,36 +6,7 @@
 # Logs go to $OUT (default ./gpu-out); a summary table is printed last; exit status is
 # non-zero if anything failed.
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT="${OUT:-$ROOT/gpu-out}"
-mkdir -p "$OUT"
-BUILD="${ACTORCC_GPU_BUILD:-$ROOT/build-gpu}"
-JOBS="$(nproc 2>/dev/null || echo 8)"
-GEN=()
-command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-cd "$ROOT"
-nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
-nvidia-smi topo -m >> "$OUT/nvidia-smi.txt" 2>&1
-
-T0=$(date +%s)
-BUILD_OK=0
-if [ "${ACTORCC_GPU_PREBUILT:-0}" = 1 ] && [ -x "$BUILD/tests/gpu/gpu_worker" ]; then
-  BIN="$BUILD/tests/gpu"; BUILD_OK=1  # built by the caller (scripts/device_all.sh) with everything else
-elif cmake -S . -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TOOLS=OFF \
-     -DACTORCC_TESTS=ON > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j "$JOBS" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
-  BIN="$BUILD/tests/gpu"; BUILD_OK=1
-else
-  echo "full configure/build failed (see build.log); trying the standalone gpu project" | tee -a "$OUT/build.log"
-  BUILD="$BUILD-standalone"
-  if cmake -S tests/gpu -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/build.log" 2>&1 && \
-     cmake --build "$BUILD" -j "$JOBS" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
-    BIN="$BUILD"; BUILD_OK=1
-  fi
-fi
-T1=$(date +%s)
-echo "build: $([ $BUILD_OK = 1 ] && echo ok || echo FAILED) in $((T1 - T0)) s"
-if [ $BUILD_OK != 1 ]; then tail -40 "$OUT/build.log"; exit 1; fi
+source "$(dirname "$0")/build_tier.sh"
 
 declare -A RC
 run_cfg() {  # name devices timeout worker-args...

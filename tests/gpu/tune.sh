@@ -5,27 +5,8 @@
 #   permuted : 2 ranks, swapped GPUs, quick matrix, no PDL (time permitting)
 # Logs in $OUT; the all-reduce timing rows >= 1 MiB are printed last.
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT="${OUT:-$ROOT/gpu-out}"
-mkdir -p "$OUT"
-BUILD="${ACTORCC_GPU_BUILD:-$ROOT/build-gpu}"
 BUDGET="${ACTORCC_GPU_BUDGET:-310}"
-GEN=()
-command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-cd "$ROOT"
-nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
-T0=$(date +%s)
-if cmake -S . -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TOOLS=OFF \
-     -DACTORCC_TESTS=ON > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j "$(nproc)" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1; then
-  BIN="$BUILD/tests/gpu"
-else
-  BUILD="$BUILD-standalone"
-  cmake -S tests/gpu -B "$BUILD" "${GEN[@]}" -DACTORCC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/build.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$(nproc)" --target gpu_worker gpu_launch >> "$OUT/build.log" 2>&1 || { echo "build FAILED"; tail -40 "$OUT/build.log"; exit 1; }
-  BIN="$BUILD"
-fi
-echo "build: ok in $(( $(date +%s) - T0 )) s"
+source "$(dirname "$0")/build_tier.sh"
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 TO=$(( $(left) - 45 )); [ $TO -lt 30 ] && TO=30
 t=$(date +%s)

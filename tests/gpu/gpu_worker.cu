@@ -416,6 +416,30 @@ void test_bad_buffers(Communicator& c, uint64_t seed) {
   test_allreduce(c, "after-bad-buffers", DataType::Float32, RedOp::Sum, 4097, false, 0, seed);
 }
 
+// ---- CUDA graphs --------------------------------------------------------------------------
+// Captures what `enqueue` puts on g_stream into an instantiated graph; destroyed with the object.
+class CapturedGraph {
+ public:
+  template <typename F>
+  explicit CapturedGraph(F&& enqueue) {
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    enqueue();
+    CK(cudaStreamEndCapture(g_stream, &graph_));
+    CK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CapturedGraph() {
+    CK(cudaGraphExecDestroy(exec_));
+    CK(cudaGraphDestroy(graph_));
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void launch() const { CK(cudaGraphLaunch(exec_, g_stream)); }
+
+ private:
+  cudaGraph_t graph_{};
+  cudaGraphExec_t exec_{};
+};
+
 void test_graph(Communicator& c, long replays) {
   std::vector<std::unique_ptr<Chain>> chains;
   for (size_t n : {size_t(1), size_t(1000), size_t(65536 + 3), size_t(2 << 20)})
@@ -426,17 +450,14 @@ void test_graph(Communicator& c, long replays) {
   CK(cudaMalloc(&ag_acc, agn * g_world * 8));
   CK(cudaMemset(ag_acc, 0, agn * g_world * 8));
   CK(cudaStreamSynchronize(g_stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-  for (auto& ch : chains) ch->enqueue(c);
-  c.all_gather(chains[1]->in, ag_out, agn < chains[1]->n ? agn : chains[1]->n, DataType::Int64, g_stream);
-  accum<<<64, 256, 0, g_stream>>>(ag_acc, ag_out, std::min(agn, chains[1]->n) * g_world);
-  c.barrier(g_stream);
-  CK(cudaStreamEndCapture(g_stream, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedGraph graph([&] {
+    for (auto& ch : chains) ch->enqueue(c);
+    c.all_gather(chains[1]->in, ag_out, agn < chains[1]->n ? agn : chains[1]->n, DataType::Int64, g_stream);
+    accum<<<64, 256, 0, g_stream>>>(ag_acc, ag_out, std::min(agn, chains[1]->n) * g_world);
+    c.barrier(g_stream);
+  });
   auto t0 = std::chrono::steady_clock::now();
-  for (long r = 0; r < replays; ++r) CK(cudaGraphLaunch(exec, g_stream));
+  for (long r = 0; r < replays; ++r) graph.launch();
   sync_or_fail("graph replays");
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (auto& ch : chains) ch->verify(c, "graph x" + std::to_string(replays), replays);
@@ -458,8 +479,6 @@ void test_graph(Communicator& c, long replays) {
       }
   }
   if (g_rank == 0) std::printf("graph: %ld replays of 4 all_reduce + all_gather + barrier in %.1f ms\n", replays, ms);
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
   cudaFree(ag_out);
   cudaFree(ag_acc);
 }
@@ -500,23 +519,17 @@ void bench(Communicator& c, const std::string& name, const std::vector<size_t>& 
     CK(cudaEventElapsedTime(&ms, a, b));
     double eager = ms * 1e3 / iters;
     // graph: `iters` calls captured once, replayed 3 times
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < iters; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
-    CK(cudaStreamEndCapture(g_stream, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, g_stream));
+    CapturedGraph graph_calls(
+        [&] { for (int i = 0; i < iters; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream); });
+    graph_calls.launch();
     sync_or_fail("bench graph warmup");
     c.host_barrier();
     CK(cudaEventRecord(a, g_stream));
-    for (int r = 0; r < 3; ++r) CK(cudaGraphLaunch(ge, g_stream));
+    for (int r = 0; r < 3; ++r) graph_calls.launch();
     CK(cudaEventRecord(b, g_stream));
     CK(cudaEventSynchronize(b));
     CK(cudaEventElapsedTime(&ms, a, b));
     double graph = ms * 1e3 / (3.0 * iters);
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
     double busbw = bytes / (std::min(eager, graph) * 1e-6) / 1e9 * 2.0 * (g_world - 1) / g_world;
     if (g_rank == 0)
       std::printf("TIME %-14s %-13s %11zu %10.2f %10.2f %8.1f\n", name.c_str(), c.plan(Collective::AllReduce, bytes).c_str(),
@@ -597,13 +610,9 @@ void stall_test(Communicator& c, const std::string& label, size_t bytes, const s
   const int calls = 20, replays = 5;
   for (int i = 0; i < 5; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
   sync_or_fail("stall warmup");
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream);
-  CK(cudaStreamEndCapture(g_stream, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, g_stream));
+  CapturedGraph graph(
+      [&] { for (int i = 0; i < calls; ++i) c.all_reduce(d_a, d_b, n, DataType::Float32, RedOp::Sum, g_stream); });
+  graph.launch();
   sync_or_fail("stall graph warmup");
   std::vector<cudaEvent_t> ev(2 * calls + replays + 1);
   for (auto& e : ev) CK(cudaEventCreate(&e));
@@ -612,7 +621,7 @@ void stall_test(Communicator& c, const std::string& label, size_t bytes, const s
     if (g_rank == 1 && skew > 0) spin_us_kernel<<<1, 1, 0, g_stream>>>(skew * 1000ull);
     CK(cudaEventRecord(ev[0], g_stream));
     for (int r = 0; r < replays; ++r) {
-      CK(cudaGraphLaunch(ge, g_stream));
+      graph.launch();
       CK(cudaEventRecord(ev[1 + r], g_stream));
     }
     CK(cudaStreamSynchronize(g_stream));
@@ -661,8 +670,6 @@ void stall_test(Communicator& c, const std::string& label, size_t bytes, const s
     }
   }
   for (auto& e : ev) cudaEventDestroy(e);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
 }
 
 void bench_other(Communicator& c) {

@@ -8,7 +8,7 @@
 #   torchrun-nccl   torchrun-style launch (all GPUs visible, started together), NCCL alone
 #   torchrun        torchrun-style launch, actorcc vs NCCL
 # Env: BENCH (binary; default: build it in $BUILD), BUILD (default build-gpu), SIZES (default
-# "-b 1K -e 1G -f 4"), ITERS (default "-n 20 -w 5"), STAGGER (default 1), GPUS (default all),
+# "-b 1K -e 1G -f 4"), ITERS (default "-w 5": -n by size, 200 calls up to 16 MB, 20 above), STAGGER (default 1), GPUS (default all),
 # CASE_TIMEOUT (seconds per case, default 300), HANG_TIMEOUT (the bench's --timeout, default 120).
 # Exit status: non-zero when any case failed (each case still runs).
 set -u
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/bench-out}
 BUILD=${BUILD:-build-gpu}
 SIZES=${SIZES:--b 1K -e 1G -f 4}
-ITERS=${ITERS:--n 20 -w 5}
+ITERS=${ITERS:--w 5}
 STAGGER=${STAGGER:-1}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0  # never NVLS on these machines (the bench sets it in workers too)

@@ -20,8 +20,9 @@ struct Tuning {
   size_t min_tile = 16384;      // smallest per-CTA tile in bytes before using fewer CTAs
   size_t push_min_chunk = 8192; // smallest per-CTA slice for the one-shot push
   // Planner thresholds for 2 ranks, scaled by 2/world (measured on 2 x H200 NV18: LL is the
-  // fastest up to 1 MiB, the one-shot push up to 4 MiB, the pipelined two-shot above).
-  size_t ll_max = 1 << 20;      // LL one-shot up to this many bytes
+  // fastest up to 64 KiB, LL96 up to 2 MiB (elements of up to 4 bytes; others: push), the
+  // one-shot push up to 4 MiB, the pipelined two-shot above).
+  size_t ll_max = 64 << 10;     // LL one-shot up to this many bytes
   size_t push_max = 4 << 20;    // one-shot push up to this many bytes
   int pdl = 1;                  // launch with programmatic dependent launch
   // Pipelined two-shot (cuda_twoshot_pipe.cu): largest tile per CTA step, and the all-reduce
@@ -31,6 +32,11 @@ struct Tuning {
   // -7% at 256 MiB, -6% at 1 GiB) and ties it at 2-4 MiB, where the one-shot push wins anyway.
   size_t pipe_tile = 128 << 10;
   size_t pipe_min = 4 << 20;
+  // LL96 one-shot (cuda_oneshot_ll96.cu): used above ll_max up to ll96_max bytes (2 ranks,
+  // scaled by 2/world like the others) for elements of up to 4 bytes; the fewest 32-line
+  // (384 data bytes) groups per CTA.
+  size_t ll96_max = 2 << 20;
+  size_t ll96_min_groups = 4;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -66,6 +72,8 @@ size_t dtype_bytes(int dtype);
 
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
+cudaError_t allreduce_ll96(const DeviceComm& c, const Tuning& t, const CallArgs& a);    // cuda_oneshot_ll96.cu
+bool ll96_supports(int dtype, const void* send, const void* recv);  // elements <= 4 bytes, 4-byte aligned
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

@@ -86,14 +86,15 @@ struct Agreed {
   size_t workspace_bytes = 0;
   int data_blocks = 0;
   int ll_blocks = 128;
-  size_t ll_slot_bytes = 16 << 10;
+  // 64 KiB: the LL96 one-shot (same slots) then moves up to 6 MiB in one round on 128 CTAs.
+  size_t ll_slot_bytes = 64 << 10;
 
   std::string encode() const {
     std::ostringstream os;
     os << tune.threads << ' ' << tune.ll_threads << ' ' << tune.min_tile << ' ' << tune.push_min_chunk << ' '
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
-       << (algo.empty() ? "-" : algo);
+       << tune.ll96_max << ' ' << tune.ll96_min_groups << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -101,7 +102,7 @@ struct Agreed {
     std::istringstream is(s);
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
-        a.tune.pipe_tile >> a.tune.pipe_min >> a.algo;
+        a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll96_max >> a.tune.ll96_min_groups >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -131,6 +132,10 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.pipe_tile = env_size("ACTORCC_CUDA_PIPE_TILE", a.tune.pipe_tile);
   // setting: ACTORCC_CUDA_PIPE_MIN - all-reduce bytes (2 ranks) from which the pipelined two-shot is used
   a.tune.pipe_min = env_size("ACTORCC_CUDA_PIPE_MIN", a.tune.pipe_min);
+  // setting: ACTORCC_CUDA_LL96_MAX - all-reduce bytes (2 ranks) up to which the LL96 one-shot is used
+  a.tune.ll96_max = env_size("ACTORCC_CUDA_LL96_MAX", a.tune.ll96_max);
+  // setting: ACTORCC_CUDA_LL96_MIN_GROUPS - fewest 32-line groups per CTA of the LL96 one-shot (default 4)
+  a.tune.ll96_min_groups = env_size("ACTORCC_CUDA_LL96_MIN_GROUPS", a.tune.ll96_min_groups);
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -142,6 +147,7 @@ const char* kAlgoOneshot = "oneshot";
 const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
+const char* kAlgoLL96 = "oneshot_ll96";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -149,6 +155,7 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "oneshot_push" || a == "push") return kAlgoPush;
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
+  if (a == "oneshot_ll96" || a == "ll96") return kAlgoLL96;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -208,6 +215,7 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoPush  ? Algo::Push
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
+              : agreed_.algo == kAlgoLL96 ? Algo::LL96
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -262,7 +270,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL96, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -272,6 +280,7 @@ class CudaBackend final : public BackendImpl {
     // thresholds shrink with the world (measured for 2 ranks; a guess beyond).
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
+    if (bytes <= agreed_.tune.ll96_max * 2 / scale) return Algo::LL96;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
     // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
@@ -286,6 +295,7 @@ class CudaBackend final : public BackendImpl {
       case Algo::Push: return kAlgoPush;
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
+      case Algo::LL96: return kAlgoLL96;
       default: break;
     }
     switch (c) {
@@ -320,9 +330,13 @@ class CudaBackend final : public BackendImpl {
     switch (a.coll) {
       case Collective::AllReduce: {
         Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
+        // LL96 lines hold whole elements of up to 4 bytes only: the others take the push.
+        if (algo == Algo::LL96 && forced_ != Algo::LL96 && !cuda::ll96_supports(ca.dtype, a.send, a.recv))
+          algo = Algo::Push;
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
+        else if (algo == Algo::LL96) e = cuda::allreduce_ll96(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }

@@ -347,31 +347,45 @@ void test_broadcast(Communicator& c, DataType t, size_t n, int root, bool inplac
 }
 
 // ---- graphs and back-to-back calls --------------------------------------------------------
-__global__ void add_one(int64_t* p, size_t n) {
+template <typename I>
+__global__ void add_one(I* p, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] += 1;
 }
-__global__ void accum(int64_t* acc, const int64_t* x, size_t n) {
+template <typename I>
+__global__ void accum(int64_t* acc, const I* x, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) acc[i] += x[i];
 }
 
-struct Chain {  // in += 1; out = all_reduce(in); acc += out  (int64, exact)
+// in += 1; out = all_reduce(in); acc += out (exact). int64 chains, or int32 ones (the LL96
+// one-shot only takes elements of up to 4 bytes; values stay far below 2^31).
+struct Chain {
   size_t n;
-  int64_t *in, *out, *acc;
+  bool i32;
+  void *in, *out;
+  int64_t* acc;
   uint64_t seed;
-  explicit Chain(size_t n_, uint64_t s) : n(n_), seed(s) {
-    CK(cudaMalloc(&in, n * 8));
-    CK(cudaMalloc(&out, n * 8));
+  Chain(size_t n_, uint64_t s, bool int32 = false) : n(n_), i32(int32), seed(s) {
+    const size_t es = i32 ? 4 : 8;
+    CK(cudaMalloc(&in, n * es));
+    CK(cudaMalloc(&out, n * es));
     CK(cudaMalloc(&acc, n * 8));
     std::vector<int64_t> h(n);
-    for (size_t i = 0; i < n; ++i) h[i] = int64_t(mix(seed ^ mix(g_rank * 1000003ull + i)) % 1000);
-    CK(cudaMemcpy(in, h.data(), n * 8, cudaMemcpyHostToDevice));
+    std::vector<int32_t> h32(n);
+    for (size_t i = 0; i < n; ++i) h32[i] = int32_t(h[i] = int64_t(mix(seed ^ mix(g_rank * 1000003ull + i)) % 1000));
+    CK(cudaMemcpy(in, i32 ? static_cast<void*>(h32.data()) : h.data(), n * es, cudaMemcpyHostToDevice));
     CK(cudaMemset(acc, 0, n * 8));
   }
   ~Chain() { cudaFree(in); cudaFree(out); cudaFree(acc); }
   void enqueue(Communicator& c) {
-    add_one<<<64, 256, 0, g_stream>>>(in, n);
-    c.all_reduce(in, out, n, DataType::Int64, RedOp::Sum, g_stream);
-    accum<<<64, 256, 0, g_stream>>>(acc, out, n);
+    if (i32) {
+      add_one<<<64, 256, 0, g_stream>>>(static_cast<int32_t*>(in), n);
+      c.all_reduce(in, out, n, DataType::Int32, RedOp::Sum, g_stream);
+      accum<<<64, 256, 0, g_stream>>>(acc, static_cast<const int32_t*>(out), n);
+    } else {
+      add_one<<<64, 256, 0, g_stream>>>(static_cast<int64_t*>(in), n);
+      c.all_reduce(in, out, n, DataType::Int64, RedOp::Sum, g_stream);
+      accum<<<64, 256, 0, g_stream>>>(acc, static_cast<const int64_t*>(out), n);
+    }
   }
   void verify(Communicator& c, const std::string& what, long reps) {
     ++g_cases;
@@ -444,6 +458,7 @@ void test_graph(Communicator& c, long replays) {
   std::vector<std::unique_ptr<Chain>> chains;
   for (size_t n : {size_t(1), size_t(1000), size_t(65536 + 3), size_t(2 << 20)})
     chains.push_back(std::make_unique<Chain>(n, 77 + n));
+  for (size_t n : {size_t(65536 + 5), size_t(262144 + 1)}) chains.push_back(std::make_unique<Chain>(n, 55 + n, true));
   const size_t agn = 4099;
   int64_t *ag_out, *ag_acc;
   CK(cudaMalloc(&ag_out, agn * g_world * 8));
@@ -487,15 +502,16 @@ void test_back_to_back(Communicator& c, long calls) {
   std::vector<std::unique_ptr<Chain>> chains;
   for (size_t n : {size_t(3), size_t(4096), size_t(131072 + 1), size_t(4 << 20)})
     chains.push_back(std::make_unique<Chain>(n, 99 + n));
+  for (size_t n : {size_t(131072 + 3), size_t(262144 + 7)}) chains.push_back(std::make_unique<Chain>(n, 33 + n, true));
   CK(cudaStreamSynchronize(g_stream));
   auto t0 = std::chrono::steady_clock::now();
   for (long r = 0; r < calls; ++r)
     for (size_t k = 0; k < chains.size(); ++k)
-      if (k < 3 || r % 10 == 0) chains[k]->enqueue(c);  // the 32 MiB one every 10th round
+      if (k != 3 || r % 10 == 0) chains[k]->enqueue(c);  // the 32 MiB one every 10th round
   sync_or_fail("back-to-back");
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t k = 0; k < chains.size(); ++k)
-    chains[k]->verify(c, "eager x" + std::to_string(calls), k < 3 ? calls : (calls + 9) / 10);
+    chains[k]->verify(c, "eager x" + std::to_string(calls), k != 3 ? calls : (calls + 9) / 10);
   if (g_rank == 0) std::printf("back-to-back: %ld rounds in %.1f ms\n", calls, ms);
 }
 
@@ -827,9 +843,10 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[4] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe"};
-        for (int k = 0; k < 4; ++k) {
-          auto c = make_comm(ids[1 + k], algos[k]);
+        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll96"};
+        const size_t algo_ids[5] = {1, 2, 3, 4, 19};
+        for (int k = 0; k < 5; ++k) {
+          auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
           if (k > 0 && !quick) sizes.push_back((8u << 20) + 1);
@@ -877,6 +894,34 @@ int main(int argc, char** argv) {
           test_bad_buffers(*c, seed++);
           if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
+        // 4. LL96 on 4 CTAs (many rounds per CTA, both parities reused), mixed by the planner
+        //    with LL (same slots), push and the pipe (16 KiB tiles) in one group.
+        {
+          setenv("ACTORCC_WORKSPACE_BYTES", "17301504", 1);  // 132 CTAs x 2 ranks x 4 x 16 KiB
+          setenv("ACTORCC_CUDA_LL_BLOCKS", "4", 1);  // LL and LL96 on 4 CTAs: many rounds each
+          setenv("ACTORCC_CUDA_LL96_MAX", "2097152", 1);
+          setenv("ACTORCC_CUDA_LL_MAX", "65536", 1);
+          auto c = make_comm(ids[20], "");
+          unsetenv("ACTORCC_WORKSPACE_BYTES");
+          unsetenv("ACTORCC_CUDA_LL_BLOCKS");
+          unsetenv("ACTORCC_CUDA_LL96_MAX");
+          unsetenv("ACTORCC_CUDA_LL_MAX");
+          if (g_rank == 0)
+            std::printf("plan(all_reduce, 1 MiB) with small slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
+          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
+          if (!quick) sizes.push_back((8u << 20) + 1);
+          for (DataType t : types)
+            for (RedOp op : ops)
+              for (size_t n : sizes) {
+                if (n > (2u << 20) && op != RedOp::Sum && op != RedOp::Avg) continue;
+                test_allreduce(*c, "ll96_small", t, op, n, false, 0, seed++);
+                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "ll96_small", t, op, n, true, 0, seed++);
+                if (n == 65543) test_allreduce(*c, "ll96_small", t, op, n, false, 1, seed++);
+              }
+          test_graph(*c, quick ? 100 : 300);
+          test_back_to_back(*c, quick ? 100 : 300);
+          if (g_rank == 0) std::printf("all_reduce[ll96_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+        }
       }
     }
     if ((do_bench || bench_only) && !stall && g_world > 1) {
@@ -906,15 +951,16 @@ int main(int argc, char** argv) {
       struct V { const char* name; const char* algo; std::vector<std::pair<const char*, const char*>> env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
-          {"pipe_t64k", "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "65536"}}, {16 << 20, 64 << 20, 256u << 20, G}},
-          {"pipe_b264", "twoshot_pipe", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}},
-           {4 << 20, 16 << 20, 64 << 20, 256u << 20, G}},
-          {"pipe_ws272m", "twoshot_pipe", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_PIPE_TILE", "262144"}},
-           {16 << 20, 64 << 20, 256u << 20, G}},
+          {"ll96", "oneshot_ll96", {},
+           {4096, 65536, 131072, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
+          {"ll96_t256", "oneshot_ll96", {{"ACTORCC_CUDA_THREADS", "256"}}, {262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20}},
+          {"ll96_g1", "oneshot_ll96", {{"ACTORCC_CUDA_LL96_MIN_GROUPS", "1"}}, {4096, 65536, 262144, 1 << 20}},
+          {"ll96_g16", "oneshot_ll96", {{"ACTORCC_CUDA_LL96_MIN_GROUPS", "16"}}, {65536, 262144, 1 << 20}},
+          {"ll96_ws272m", "oneshot_ll96", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}}, {16 << 20, 32 << 20, 64 << 20}},
           {"nopdl", "", {{"ACTORCC_CUDA_PDL", "0"}}, {4096, 1 << 20, 16 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
-        size_t id = k < 7 ? 10 + k : 19 + (k - 7);
+        size_t id = k < 7 ? 10 + k : 24 + (k - 7);
         if (id >= ids.size()) continue;
         for (auto& e : vs[k].env) setenv(e.first, e.second, 1);
         auto c = make_comm(ids[id], vs[k].algo);

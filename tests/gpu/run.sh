@@ -12,7 +12,7 @@ declare -A RC
 run_cfg() {  # name devices timeout worker-args...
   local name=$1 devs=$2 to=$3; shift 3
   local t=$(date +%s)
-  timeout -k 5 "$to" env ${CFG_ENV:-} "$BIN/gpu_launch" --devices "$devs" --ids 24 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
+  timeout -k 5 "$to" env ${CFG_ENV:-} "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
     > "$OUT/gpu_$name.log" 2>&1
   RC[$name]=$?
   echo "$name: exit ${RC[$name]} in $(( $(date +%s) - t )) s"

@@ -1,26 +1,31 @@
 #!/bin/bash
-# Tuning run (device machine, one call, ~5 min): builds like run.sh, then
-#   masked   : 2 ranks, one GPU each: full correctness matrix (every forced algorithm, incl.
-#              twoshot_pipe with many tiles per CTA mixed with LL by the planner) + timing table
-#   permuted : 2 ranks, swapped GPUs, quick matrix, no PDL (time permitting)
-# Logs in $OUT; the all-reduce timing rows >= 1 MiB are printed last.
+# Tuning run (device machine, one call): builds like run.sh, then
+#   timing   : 2 ranks, one GPU each: the timing table alone (--bench-only), first, so a hang in a
+#              correctness case cannot cost the measurements
+#   masked   : the full correctness matrix (every forced algorithm, the pipelined two-shot with
+#              many tiles per CTA and the streaming one-shot with a tiny ring, each mixed with LL
+#              by the planner), no timing
+#   permuted : swapped GPUs, quick matrix, no PDL (time permitting)
+# Logs in $OUT; the all-reduce timing rows are printed last.
 set -u
-BUDGET="${ACTORCC_GPU_BUDGET:-310}"
+BUDGET="${ACTORCC_GPU_BUDGET:-420}"
 source "$(dirname "$0")/build_tier.sh"
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-TO=$(( $(left) - 45 )); [ $TO -lt 30 ] && TO=30
-t=$(date +%s)
-timeout -k 5 $TO "$BIN/gpu_launch" --devices 0,1 --ids 24 --timeout $((TO - 5)) -- "$BIN/gpu_worker" > "$OUT/gpu_masked.log" 2>&1
-echo "masked: exit $? in $(( $(date +%s) - t )) s (cap $TO)"
-TO=$(( $(left) - 3 ))
-if [ $TO -ge 20 ]; then
-  t=$(date +%s)
-  timeout -k 5 $TO env ACTORCC_CUDA_PDL=0 "$BIN/gpu_launch" --devices 1,0 --ids 24 --timeout $((TO - 5)) -- "$BIN/gpu_worker" --quick --no-bench > "$OUT/gpu_permuted.log" 2>&1
-  echo "permuted: exit $? in $(( $(date +%s) - t )) s (cap $TO)"
-fi
-grep -h "^TIME" "$OUT/gpu_masked.log" > "$OUT/timing.txt" 2>/dev/null
+group() {  # name devices cap env worker-args...
+  local name=$1 devs=$2 to=$3 envs=$4; shift 4
+  [ "$to" -lt 20 ] && { echo "$name: skipped (no time left)"; return; }
+  local t=$(date +%s)
+  timeout -k 5 "$to" env $envs "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
+    > "$OUT/gpu_$name.log" 2>&1
+  echo "$name: exit $? in $(( $(date +%s) - t )) s (cap $to)"
+}
+TO=$(( $(left) - 150 )); [ $TO -gt 150 ] && TO=150
+group timing 0,1 "$TO" "ACTORCC_TEST_TUNE_ONLY=1" --bench-only
+group masked 0,1 "$(( $(left) - 50 ))" "" --no-bench
+group permuted 1,0 "$(( $(left) - 3 ))" "ACTORCC_CUDA_PDL=0" --quick --no-bench
+grep -h "^TIME" "$OUT/gpu_timing.log" > "$OUT/timing.txt" 2>/dev/null
 echo "== failures (first lines)"
 grep -h "FAIL\|exception\|gpu_launch:\|CUDA error" "$OUT"/gpu_*.log | head -20
 grep -h "^RESULT\|^all_reduce\[\|^plan" "$OUT"/gpu_*.log
-echo "== all-reduce timing >= 1 MiB (us per call; busbw GB/s)"
-awk '$4>=1048576 && $2!="all_gather" && $2!="reduce_scatter" && $2!="broadcast" {printf "%-15s %-13s %10s %9s %9s %7s\n",$2,$3,$4,$5,$6,$7}' "$OUT/timing.txt"
+echo "== all-reduce timing (us per call; busbw GB/s)"
+awk '$2!="all_gather" && $2!="reduce_scatter" && $2!="broadcast" {printf "%-15s %-15s %10s %9s %9s %7s\n",$2,$3,$4,$5,$6,$7}' "$OUT/timing.txt"

@@ -134,7 +134,7 @@ nccl-tests flags:
   -e, --maxbytes SIZE     largest message (default 64M on GPUs, 1M on the CPU backend)
   -f, --stepfactor F      multiply the size by F each step (default 4)
   -i, --stepbytes SIZE    add SIZE each step (used when -f 1)
-  -n, --iters N           timed calls per size (default 20)
+  -n, --iters N           timed calls per size (default 0 = 200 up to 16 MB, 20 above)
   -w, --warmup_iters N    warm-up calls per size (default 5)
   -c, --check 0|1         check every result exactly (default 1)
   -d, --datatype T        float|half|bfloat16|double|int8|uint8|int32|int64 (default float)
@@ -312,7 +312,7 @@ Config parse_args(const std::vector<std::string>& args, bool* help) {
       throw InvalidArgument("unknown flag '" + args[i] + "' (see --help)");
     }
   }
-  if (c.iters < 1) throw InvalidArgument("-n must be >= 1");
+  if (c.iters < 0) throw InvalidArgument("-n must be >= 0 (0: by size)");
   if (c.warmup < 0) throw InvalidArgument("-w must be >= 0");
   if (c.graph < 0) throw InvalidArgument("-G must be >= 0");
   if (c.nodes < 1) throw InvalidArgument("--nodes must be >= 1");

@@ -24,7 +24,7 @@ struct Config {
   size_t max_bytes = 0;         // 0 = backend default (64M on GPUs, 1M on the CPU backend)
   double step_factor = 4;       // -f
   size_t step_bytes = 0;        // -i (used when step_factor <= 1)
-  int iters = 20;               // -n
+  int iters = 0;                // -n; 0 = by size (iters_for)
   int warmup = 5;               // -w
   bool check = true;            // -c
   DataType dtype = DataType::Float32;  // -d
@@ -71,6 +71,11 @@ struct Config {
   int inject_rank = -1;
   size_t inject_bytes = 0;      // the size at which the injection fires (0 = the second size)
   bool keep_run_dir = false;
+
+  // Timed calls at one size: -n when given, else 200 up to 16 MiB and 20 above (the counts the
+  // NCCL baselines in BASELINES.md were measured with: with 20 calls of a few us, the pipeline
+  // fill of the first call and the ranks' start skew add ~1 us per call).
+  int iters_for(size_t bytes) const { return iters > 0 ? iters : bytes <= (size_t(16) << 20) ? 200 : 20; }
 };
 
 // Parses argv (argv[0] excluded). Throws actorcc::InvalidArgument with a usage hint on errors.

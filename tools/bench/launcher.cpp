@@ -223,8 +223,9 @@ void Launcher::print_header() {
   else
     std::printf(" (%sstarted together)", sees);
   if (c_.permute) std::printf(", permuted");
-  std::printf("\n# sizes %s..%s, -f %g, -n %d, -w %d, -c %d, -G %d, %s\n", format_size(c_.min_bytes).c_str(),
-              format_size(c_.max_bytes).c_str(), c_.step_factor, c_.iters, c_.warmup, c_.check ? 1 : 0, c_.graph,
+  const std::string n = c_.iters > 0 ? std::to_string(c_.iters) : "200 up to 16M, 20 above";
+  std::printf("\n# sizes %s..%s, -f %g, -n %s, -w %d, -c %d, -G %d, %s\n", format_size(c_.min_bytes).c_str(),
+              format_size(c_.max_bytes).c_str(), c_.step_factor, n.c_str(), c_.warmup, c_.check ? 1 : 0, c_.graph,
               c_.inplace ? "in-place" : "out-of-place");
   std::string impls;
   for (auto& s : c_.impls) impls += (impls.empty() ? "" : ",") + s;

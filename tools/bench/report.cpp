@@ -267,7 +267,7 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
   o << "    \"min_bytes\": " << c.min_bytes << ",\n";
   o << "    \"max_bytes\": " << c.max_bytes << ",\n";
   o << "    \"step_factor\": " << num(c.step_factor) << ",\n";
-  o << "    \"iters\": " << c.iters << ",\n";
+  o << "    \"iters\": " << c.iters << ",\n";  // 0: by size (Config::iters_for)
   o << "    \"warmup\": " << c.warmup << ",\n";
   o << "    \"check\": " << (c.check ? "true" : "false") << ",\n";
   o << "    \"inplace\": " << (c.inplace ? "true" : "false") << ",\n";

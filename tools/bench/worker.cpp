@@ -282,15 +282,16 @@ void Worker::sweep(Impl& impl, bool inject_here) {
     fill_inputs(l, false);
     comm_->host_barrier();
     auto one = [&] { impl.call(l.send, l.recv, l.arg); };
+    const int iters = c_.iters_for(l.bytes);
     gpu::Timing t;
     if (gpu_) {
-      t = gpu::time_calls(stream_, c_.warmup, c_.iters, c_.graph, one);
+      t = gpu::time_calls(stream_, c_.warmup, iters, c_.graph, one);
     } else {
       for (int i = 0; i < c_.warmup; ++i) one();
       double t0 = steady_us();
-      for (int i = 0; i < c_.iters; ++i) one();
-      t.mean_us = (steady_us() - t0) / c_.iters;
-      std::vector<double> calls(static_cast<size_t>(c_.iters));
+      for (int i = 0; i < iters; ++i) one();
+      t.mean_us = (steady_us() - t0) / iters;
+      std::vector<double> calls(static_cast<size_t>(iters));
       for (auto& x : calls) {
         double s = steady_us();
         one();

@@ -740,6 +740,16 @@ std::unique_ptr<Communicator> make_comm(const std::string& id, const std::string
   return std::make_unique<Communicator>(UniqueId::parse(id), g_rank, g_world, o);
 }
 
+// A communicator made while `env` is set (settings are read at creation; rank 0's win), with
+// the variables removed again afterwards.
+using EnvList = std::vector<std::pair<const char*, const char*>>;
+std::unique_ptr<Communicator> make_comm_with(const std::string& id, const std::string& algo, const EnvList& env) {
+  for (auto& e : env) setenv(e.first, e.second, 1);
+  auto c = make_comm(id, algo);
+  for (auto& e : env) unsetenv(e.first);
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -777,7 +787,7 @@ int main(int argc, char** argv) {
     uint64_t seed = 1;
     if (stall && g_world > 1) {
       // Variants: (label, env settings, bytes). Each gets its own communicator (ids 0..).
-      struct SV { const char* label; std::vector<std::pair<const char*, const char*>> env; size_t bytes; };
+      struct SV { const char* label; EnvList env; size_t bytes; };
       const std::vector<SV> vs = {
           {"fix", {}, 1 << 20},
           {"old_abort_poll", {{"ACTORCC_CUDA_ABORT_POLL_US", "0"}}, 1 << 20},
@@ -789,9 +799,7 @@ int main(int argc, char** argv) {
       };
       stall_micro();
       for (size_t k = 0; k < vs.size() && k < ids.size(); ++k) {
-        for (auto& e : vs[k].env) setenv(e.first, e.second, 1);
-        auto c = make_comm(ids[k], "");
-        for (auto& e : vs[k].env) unsetenv(e.first);
+        auto c = make_comm_with(ids[k], "", vs[k].env);
         stall_test(*c, vs[k].label, vs[k].bytes, {0, 300, 1000, 3000, 0});
       }
     }
@@ -868,15 +876,11 @@ int main(int argc, char** argv) {
         // 3. the pipelined two-shot with small tiles (many tiles per CTA: the RS/AG overlap and
         //    the slot reuse across tiles), mixed by the planner with LL / push in one group.
         {
-          setenv("ACTORCC_CUDA_PIPE_TILE", "8192", 1);
-          setenv("ACTORCC_CUDA_MIN_TILE", "4096", 1);
-          setenv("ACTORCC_CUDA_PIPE_MIN", "1048577", 1);
-          setenv("ACTORCC_CUDA_PUSH_MAX", "1048576", 1);  // > 1 MiB: always the pipe
-          auto c = make_comm(ids[5], "");
-          unsetenv("ACTORCC_CUDA_PIPE_TILE");
-          unsetenv("ACTORCC_CUDA_MIN_TILE");
-          unsetenv("ACTORCC_CUDA_PIPE_MIN");
-          unsetenv("ACTORCC_CUDA_PUSH_MAX");
+          auto c = make_comm_with(ids[5], "",
+                                  {{"ACTORCC_CUDA_PIPE_TILE", "8192"},
+                                   {"ACTORCC_CUDA_MIN_TILE", "4096"},
+                                   {"ACTORCC_CUDA_PIPE_MIN", "1048577"},
+                                   {"ACTORCC_CUDA_PUSH_MAX", "1048576"}});  // > 1 MiB: always the pipe
           if (g_rank == 0) std::printf("plan(all_reduce, 16 MiB) with PIPE_MIN = %s\n", c->plan(Collective::AllReduce, 16 << 20).c_str());
           std::vector<size_t> sizes = {300001, (1u << 20) + 5};
           if (!quick) sizes.push_back((8u << 20) + 1);
@@ -897,15 +901,11 @@ int main(int argc, char** argv) {
         // 4. LL96 on 4 CTAs (many rounds per CTA, both parities reused), mixed by the planner
         //    with LL (same slots), push and the pipe (16 KiB tiles) in one group.
         {
-          setenv("ACTORCC_WORKSPACE_BYTES", "17301504", 1);  // 132 CTAs x 2 ranks x 4 x 16 KiB
-          setenv("ACTORCC_CUDA_LL_BLOCKS", "4", 1);  // LL and LL96 on 4 CTAs: many rounds each
-          setenv("ACTORCC_CUDA_LL96_MAX", "2097152", 1);
-          setenv("ACTORCC_CUDA_LL_MAX", "65536", 1);
-          auto c = make_comm(ids[20], "");
-          unsetenv("ACTORCC_WORKSPACE_BYTES");
-          unsetenv("ACTORCC_CUDA_LL_BLOCKS");
-          unsetenv("ACTORCC_CUDA_LL96_MAX");
-          unsetenv("ACTORCC_CUDA_LL_MAX");
+          auto c = make_comm_with(ids[20], "",
+                                  {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
+                                   {"ACTORCC_CUDA_LL_BLOCKS", "4"},  // LL and LL96 on 4 CTAs: many rounds each
+                                   {"ACTORCC_CUDA_LL96_MAX", "2097152"},
+                                   {"ACTORCC_CUDA_LL_MAX", "65536"}});
           if (g_rank == 0)
             std::printf("plan(all_reduce, 1 MiB) with small slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
           std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
@@ -948,7 +948,7 @@ int main(int argc, char** argv) {
         bench(*c, "twoshot", big);
       }
       // variants (the settings are agreed from rank 0, and every rank sets the same)
-      struct V { const char* name; const char* algo; std::vector<std::pair<const char*, const char*>> env; std::vector<size_t> sizes; };
+      struct V { const char* name; const char* algo; EnvList env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll96", "oneshot_ll96", {},
@@ -962,9 +962,7 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);
         if (id >= ids.size()) continue;
-        for (auto& e : vs[k].env) setenv(e.first, e.second, 1);
-        auto c = make_comm(ids[id], vs[k].algo);
-        for (auto& e : vs[k].env) unsetenv(e.first);
+        auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);
       }
     }

@@ -19,9 +19,10 @@ struct Tuning {
   int ll_threads = 512;         // threads per CTA (LL one-shot)
   size_t min_tile = 16384;      // smallest per-CTA tile in bytes before using fewer CTAs
   size_t push_min_chunk = 8192; // smallest per-CTA slice for the one-shot push
-  // Planner thresholds for 2 ranks, scaled by 2/world (measured on 2 x H200 NV18: LL is the
-  // fastest up to 64 KiB, LL96 up to 2 MiB (elements of up to 4 bytes; others: push), the
-  // one-shot push up to 4 MiB, the pipelined two-shot above).
+  // Planner thresholds, measured on 2 x H200 NV18 (tests/gpu/TUNING.md): LL is the fastest up
+  // to 64 KiB, LL128 above (buffers it cannot take go to the one-shot push) up to 64 MiB, the
+  // pipelined two-shot beyond. One-shot limits scale by 2/world, and for more than 2 ranks the
+  // one-shots stop at push_max * 2/world (see CudaBackend::pick).
   size_t ll_max = 64 << 10;     // LL one-shot up to this many bytes
   size_t push_max = 4 << 20;    // one-shot push up to this many bytes
   int pdl = 1;                  // launch with programmatic dependent launch
@@ -32,11 +33,12 @@ struct Tuning {
   // -7% at 256 MiB, -6% at 1 GiB) and ties it at 2-4 MiB, where the one-shot push wins anyway.
   size_t pipe_tile = 128 << 10;
   size_t pipe_min = 4 << 20;
-  // LL96 one-shot (cuda_oneshot_ll96.cu): used above ll_max up to ll96_max bytes (2 ranks,
-  // scaled by 2/world like the others) for elements of up to 4 bytes; the fewest 32-line
-  // (384 data bytes) groups per CTA.
-  size_t ll96_max = 2 << 20;
-  size_t ll96_min_groups = 4;
+  // LL128 one-shot (cuda_oneshot_ll128.cu): used above ll_max up to ll128_max bytes (2 ranks,
+  // scaled by 2/world); the fewest 4-line groups per CTA; how many groups each warp's fold
+  // trails its pushes.
+  size_t ll128_max = 64 << 20;
+  size_t ll128_min_groups = 4;
+  size_t ll128_lag = 1;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -72,8 +74,8 @@ size_t dtype_bytes(int dtype);
 
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
-cudaError_t allreduce_ll96(const DeviceComm& c, const Tuning& t, const CallArgs& a);    // cuda_oneshot_ll96.cu
-bool ll96_supports(int dtype, const void* send, const void* recv);  // elements <= 4 bytes, 4-byte aligned
+cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
+bool ll128_supports(int dtype, const void* send, const void* recv);  // buffers aligned to max(4, element)
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

@@ -86,15 +86,20 @@ struct Agreed {
   size_t workspace_bytes = 0;
   int data_blocks = 0;
   int ll_blocks = 128;
-  // 64 KiB: the LL96 one-shot (same slots) then moves up to 6 MiB in one round on 128 CTAs.
-  size_t ll_slot_bytes = 64 << 10;
+  // 16 KiB: the LL one-shot (used up to 64 KiB) needs 1 KiB per CTA; larger forced calls take rounds.
+  size_t ll_slot_bytes = 16 << 10;
+  // LL128 region: 24 MiB takes 12 MiB of a 2-rank all-reduce per round on 132 CTAs; measured
+  // as fast as 48 MiB at 4 and 16 MiB and faster at 64 MiB (more rounds, but the slots stay
+  // in L2; tests/gpu/TUNING.md row 13).
+  size_t ll128_bytes = 24 << 20;
 
   std::string encode() const {
     std::ostringstream os;
     os << tune.threads << ' ' << tune.ll_threads << ' ' << tune.min_tile << ' ' << tune.push_min_chunk << ' '
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
-       << tune.ll96_max << ' ' << tune.ll96_min_groups << ' ' << (algo.empty() ? "-" : algo);
+       << tune.ll128_max << ' ' << tune.ll128_min_groups
+       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -102,7 +107,8 @@ struct Agreed {
     std::istringstream is(s);
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
-        a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll96_max >> a.tune.ll96_min_groups >> a.algo;
+        a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
+        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -132,10 +138,14 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.pipe_tile = env_size("ACTORCC_CUDA_PIPE_TILE", a.tune.pipe_tile);
   // setting: ACTORCC_CUDA_PIPE_MIN - all-reduce bytes (2 ranks) from which the pipelined two-shot is used
   a.tune.pipe_min = env_size("ACTORCC_CUDA_PIPE_MIN", a.tune.pipe_min);
-  // setting: ACTORCC_CUDA_LL96_MAX - all-reduce bytes (2 ranks) up to which the LL96 one-shot is used
-  a.tune.ll96_max = env_size("ACTORCC_CUDA_LL96_MAX", a.tune.ll96_max);
-  // setting: ACTORCC_CUDA_LL96_MIN_GROUPS - fewest 32-line groups per CTA of the LL96 one-shot (default 4)
-  a.tune.ll96_min_groups = env_size("ACTORCC_CUDA_LL96_MIN_GROUPS", a.tune.ll96_min_groups);
+  // setting: ACTORCC_CUDA_LL128_MAX - all-reduce bytes (2 ranks) up to which the LL128 one-shot is used
+  a.tune.ll128_max = env_size("ACTORCC_CUDA_LL128_MAX", a.tune.ll128_max);
+  // setting: ACTORCC_CUDA_LL128_MIN_GROUPS - fewest 4-line groups per CTA of the LL128 one-shot (default 4)
+  a.tune.ll128_min_groups = env_size("ACTORCC_CUDA_LL128_MIN_GROUPS", a.tune.ll128_min_groups);
+  // setting: ACTORCC_CUDA_LL128_LAG - groups by which a warp's fold trails its pushes in the LL128 one-shot (default 1)
+  a.tune.ll128_lag = env_size("ACTORCC_CUDA_LL128_LAG", a.tune.ll128_lag);
+  // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
+  a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -147,7 +157,7 @@ const char* kAlgoOneshot = "oneshot";
 const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
-const char* kAlgoLL96 = "oneshot_ll96";
+const char* kAlgoLL128 = "oneshot_ll128";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -155,7 +165,7 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "oneshot_push" || a == "push") return kAlgoPush;
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
-  if (a == "oneshot_ll96" || a == "ll96") return kAlgoLL96;
+  if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -215,7 +225,7 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoPush  ? Algo::Push
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
-              : agreed_.algo == kAlgoLL96 ? Algo::LL96
+              : agreed_.algo == kAlgoLL128 ? Algo::LL128
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -230,7 +240,9 @@ class CudaBackend final : public BackendImpl {
     d.ll_off = cuda::flags_bytes();
     d.ll_blocks = agreed_.ll_blocks;
     d.ll_slot_bytes = agreed_.ll_slot_bytes;
-    d.data_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
+    d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
+    d.ll128_slot_bytes = std::max<size_t>(512, agreed_.ll128_bytes / (size_t(2) * NB * (W - 1)) / 512 * 512);
+    d.data_off = d.ll128_off + size_t(2) * NB * (W - 1) * d.ll128_slot_bytes;
     d.data_blocks = NB;
     d.tile_bytes = tile;
     const size_t total = d.data_off + size_t(4) * NB * W * tile;
@@ -270,17 +282,20 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL96, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes) const {
     if (ctx_.world == 1) return Algo::Copy;
     if (c != Collective::AllReduce) return Algo::Other;
     if (forced_ != Algo::Other) return forced_;
     // One-shot algorithms move (world-1) copies of the message out of every rank, so their
-    // thresholds shrink with the world (measured for 2 ranks; a guess beyond).
+    // thresholds shrink with the world (measured for 2 ranks; a guess beyond). With 2 ranks
+    // one-shot and two-shot move the same bytes; with more, the one-shot moves world/2 times
+    // the two-shot's, so its range ends at the push's old limit (4 MiB x 2/world).
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
-    if (bytes <= agreed_.tune.ll96_max * 2 / scale) return Algo::LL96;
+    const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
+    if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
     // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
@@ -295,7 +310,7 @@ class CudaBackend final : public BackendImpl {
       case Algo::Push: return kAlgoPush;
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
-      case Algo::LL96: return kAlgoLL96;
+      case Algo::LL128: return kAlgoLL128;
       default: break;
     }
     switch (c) {
@@ -330,13 +345,14 @@ class CudaBackend final : public BackendImpl {
     switch (a.coll) {
       case Collective::AllReduce: {
         Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
-        // LL96 lines hold whole elements of up to 4 bytes only: the others take the push.
-        if (algo == Algo::LL96 && forced_ != Algo::LL96 && !cuda::ll96_supports(ca.dtype, a.send, a.recv))
-          algo = Algo::Push;
+        // Buffers LL128 cannot take (not aligned to 4 bytes or the element): the push, or the
+        // pipe where the push is slower.
+        if (algo == Algo::LL128 && forced_ != Algo::LL128 && !cuda::ll128_supports(ca.dtype, a.send, a.recv))
+          algo = a.count * dtype_size(a.dtype) <= agreed_.tune.push_max * 2 / size_t(ctx_.world) ? Algo::Push : Algo::Pipe;
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
-        else if (algo == Algo::LL96) e = cuda::allreduce_ll96(dc_, agreed_.tune, ca);
+        else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }

@@ -117,6 +117,13 @@ __device__ __forceinline__ char* data_slot(const DeviceComm& c, int owner, int p
 __device__ __forceinline__ char* ll_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
   return c.ws[owner] + c.ll_off + (((size_t)parity * c.ll_blocks + b) * c.world + src) * c.ll_slot_bytes;
 }
+// LL128 slots hold no entry for the owner itself: source src is entry src (src < owner) or
+// src - 1 (src > owner) of the owner's region.
+__device__ __forceinline__ char* ll128_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
+  const int idx = src < owner ? src : src - 1;
+  return c.ws[owner] + c.ll128_off +
+         (((size_t)parity * c.data_blocks + b) * (c.world - 1) + idx) * c.ll128_slot_bytes;
+}
 
 // CTA-wide step bookkeeping. Kernels may be launched with programmatic dependent launch
 // (PDL): griddepcontrol.wait blocks until the previous grid on the stream has completed and its

@@ -851,7 +851,7 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll96"};
+        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128"};
         const size_t algo_ids[5] = {1, 2, 3, 4, 19};
         for (int k = 0; k < 5; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
@@ -880,6 +880,7 @@ int main(int argc, char** argv) {
                                   {{"ACTORCC_CUDA_PIPE_TILE", "8192"},
                                    {"ACTORCC_CUDA_MIN_TILE", "4096"},
                                    {"ACTORCC_CUDA_PIPE_MIN", "1048577"},
+                                   {"ACTORCC_CUDA_LL128_MAX", "1048576"},
                                    {"ACTORCC_CUDA_PUSH_MAX", "1048576"}});  // > 1 MiB: always the pipe
           if (g_rank == 0) std::printf("plan(all_reduce, 16 MiB) with PIPE_MIN = %s\n", c->plan(Collective::AllReduce, 16 << 20).c_str());
           std::vector<size_t> sizes = {300001, (1u << 20) + 5};
@@ -898,29 +899,32 @@ int main(int argc, char** argv) {
           test_bad_buffers(*c, seed++);
           if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 4. LL96 on 4 CTAs (many rounds per CTA, both parities reused), mixed by the planner
-        //    with LL (same slots), push and the pipe (16 KiB tiles) in one group.
+        // 4. LL128 with 2 KiB slots (4 groups: many rounds per CTA, both parities reused) and
+        //    its fold 3 groups behind the pushes, mixed by the planner with LL on 4 CTAs (many
+        //    rounds too), the push and the pipe (16 KiB tiles) in one group.
         {
           auto c = make_comm_with(ids[20], "",
                                   {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
-                                   {"ACTORCC_CUDA_LL_BLOCKS", "4"},  // LL and LL96 on 4 CTAs: many rounds each
-                                   {"ACTORCC_CUDA_LL96_MAX", "2097152"},
+                                   {"ACTORCC_CUDA_LL_BLOCKS", "4"},
+                                   {"ACTORCC_CUDA_LL128_BYTES", "1081344"},  // 2 x 132 CTAs x 2 KiB (2 ranks)
+                                   {"ACTORCC_CUDA_LL128_LAG", "3"},
+                                   {"ACTORCC_CUDA_LL128_MAX", "4194304"},
                                    {"ACTORCC_CUDA_LL_MAX", "65536"}});
           if (g_rank == 0)
-            std::printf("plan(all_reduce, 1 MiB) with small slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
+            std::printf("plan(all_reduce, 1 MiB) with small LL128 slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
           std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
           if (!quick) sizes.push_back((8u << 20) + 1);
           for (DataType t : types)
             for (RedOp op : ops)
               for (size_t n : sizes) {
                 if (n > (2u << 20) && op != RedOp::Sum && op != RedOp::Avg) continue;
-                test_allreduce(*c, "ll96_small", t, op, n, false, 0, seed++);
-                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "ll96_small", t, op, n, true, 0, seed++);
-                if (n == 65543) test_allreduce(*c, "ll96_small", t, op, n, false, 1, seed++);
+                test_allreduce(*c, "ll128_small", t, op, n, false, 0, seed++);
+                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "ll128_small", t, op, n, true, 0, seed++);
+                if (n == 65543) test_allreduce(*c, "ll128_small", t, op, n, false, 1, seed++);
               }
           test_graph(*c, quick ? 100 : 300);
           test_back_to_back(*c, quick ? 100 : 300);
-          if (g_rank == 0) std::printf("all_reduce[ll96_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+          if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
       }
     }
@@ -935,15 +939,15 @@ int main(int argc, char** argv) {
         bench(*c, "auto", sizes);
         if (!tune_only) bench_other(*c);
       }
-      {
+      if (!tune_only) {
         auto c = make_comm(ids[7], "oneshot");
         bench(*c, "oneshot", {1024, 4096, 16384, 65536, 262144, 524288, 1 << 20, 2 << 20});
       }
-      {
+      if (!tune_only) {
         auto c = make_comm(ids[8], "oneshot_push");
         bench(*c, "oneshot_push", {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20});
       }
-      {
+      if (!tune_only) {
         auto c = make_comm(ids[9], "twoshot");
         bench(*c, "twoshot", big);
       }
@@ -951,13 +955,13 @@ int main(int argc, char** argv) {
       struct V { const char* name; const char* algo; EnvList env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
-          {"ll96", "oneshot_ll96", {},
-           {4096, 65536, 131072, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
-          {"ll96_t256", "oneshot_ll96", {{"ACTORCC_CUDA_THREADS", "256"}}, {262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll96_g1", "oneshot_ll96", {{"ACTORCC_CUDA_LL96_MIN_GROUPS", "1"}}, {4096, 65536, 262144, 1 << 20}},
-          {"ll96_g16", "oneshot_ll96", {{"ACTORCC_CUDA_LL96_MIN_GROUPS", "16"}}, {65536, 262144, 1 << 20}},
-          {"ll96_ws272m", "oneshot_ll96", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}}, {16 << 20, 32 << 20, 64 << 20}},
-          {"nopdl", "", {{"ACTORCC_CUDA_PDL", "0"}}, {4096, 1 << 20, 16 << 20}},
+          {"ll128", "oneshot_ll128", {},
+           {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
+          {"ll128_lag2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_LAG", "2"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_t384", "oneshot_ll128", {{"ACTORCC_CUDA_THREADS", "384"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_b128", "oneshot_ll128", {{"ACTORCC_CUDA_BLOCKS", "128"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_ws24m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "25165824"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_g2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "2"}}, {65536, 262144, 1 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

@@ -19,7 +19,7 @@ group() {  # name devices cap env worker-args...
     > "$OUT/gpu_$name.log" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t )) s (cap $to)"
 }
-TO=$(( $(left) - 150 )); [ $TO -gt 150 ] && TO=150
+TO=$(( $(left) - 150 )); [ $TO -gt 210 ] && TO=210
 group timing 0,1 "$TO" "ACTORCC_TEST_TUNE_ONLY=1" --bench-only
 group masked 0,1 "$(( $(left) - 50 ))" "" --no-bench
 group permuted 1,0 "$(( $(left) - 3 ))" "ACTORCC_CUDA_PDL=0" --quick --no-bench

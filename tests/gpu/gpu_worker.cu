@@ -356,8 +356,9 @@ __global__ void accum(int64_t* acc, const I* x, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) acc[i] += x[i];
 }
 
-// in += 1; out = all_reduce(in); acc += out (exact). int64 chains, or int32 ones (the LL96
-// one-shot only takes elements of up to 4 bytes; values stay far below 2^31).
+// in += 1; out = all_reduce(in); acc += out (exact). int64 chains, or int32 ones (4-byte
+// elements fill the LL128 lines' 12-byte flag-lane parts, 8-byte ones 8 bytes; values stay far
+// below 2^31).
 struct Chain {
   size_t n;
   bool i32;

@@ -15,6 +15,7 @@
 // (A warp-pipelined variant — every warp its own push/flag/fold pipeline, the gather copy
 // deferred behind the next pushes — was measured ~15% slower on 2 x H200 and was dropped.)
 #include "algorithms/cuda_algorithms.hpp"
+#include "kernels/segment_tiles.cuh"
 #include "kernels/tile_reduce.cuh"
 
 namespace actorcc::cuda {
@@ -24,36 +25,23 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(512) rs_ag(DeviceComm c, const T* in, T* out, size_t count, size_t seg, size_t tile,
                                              size_t ntiles, int gather, int coll) {
   Step st = begin_steps(c);
-  const int b = blockIdx.x, me = c.rank, W = c.world;
+  const int b = blockIdx.x, me = c.rank;
   const bool vec = aligned16(in) && aligned16(out) && (seg * sizeof(T)) % 16 == 0;
   T* out_own = out + (gather ? me * seg : 0);
-  auto range = [&](int s, size_t t, size_t& lo) -> size_t {
-    size_t s_lo = s * seg, s_hi = min(count, s_lo + seg);
-    lo = s_lo + t * tile;
-    size_t hi = min(s_hi, lo + tile);
-    return hi > lo ? hi - lo : 0;
-  };
+  const SegmentTiles tiles{count, seg, tile};
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
-    for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
-      size_t lo, n = range(q, t, lo);
-      copy_bytes(data_slot(c, q, par, b, 0, me), reinterpret_cast<const char*>(in + lo), n * sizeof(T), vec, false);
-    }
+    push_to_owners(c, tiles, in, t, par, vec);
     if (!exchange(c, st, 0, coll)) break;
     {
-      size_t lo, n = range(me, t, lo);
+      size_t lo, n = tiles.range(me, t, lo);
       const size_t push_off = data_slot(c, me, par, b, 1, me) - c.ws[me];
       reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec,
                          gather != 0, push_off);
     }
     if (gather) {
       if (!exchange(c, st, 1, coll)) break;
-      for (int k = 1; k < W; ++k) {
-        int q = me + k < W ? me + k : me + k - W;
-        size_t lo, n = range(q, t, lo);
-        copy_bytes(reinterpret_cast<char*>(out + lo), data_slot(c, me, par, b, 1, q), n * sizeof(T), vec, true);
-      }
+      copy_out_gathered(c, tiles, out, t, par, vec);
     }
     ++st.s;
     __syncthreads();

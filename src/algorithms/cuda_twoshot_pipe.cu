@@ -26,6 +26,7 @@
 // invariant of kernels/device_comm.cuh. Each element is folded once, by its owner, in rank
 // order: the same bits on every rank.
 #include "algorithms/cuda_algorithms.hpp"
+#include "kernels/segment_tiles.cuh"
 #include "kernels/tile_reduce.cuh"
 
 namespace actorcc::cuda {
@@ -68,48 +69,32 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
   const int b = blockIdx.x, me = c.rank, W = c.world;
   const bool vec = aligned16(in) && aligned16(out) && (seg * sizeof(T)) % 16 == 0;
   T* out_own = out + me * seg;
-  auto range = [&](int s, size_t t, size_t& lo) -> size_t {
-    size_t s_lo = s * seg, s_hi = min(count, s_lo + seg);
-    lo = s_lo + t * tile;
-    size_t hi = min(s_hi, lo + tile);
-    return hi > lo ? hi - lo : 0;
-  };
-  auto copy_out = [&](size_t t, int par) {
-    for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
-      size_t lo, n = range(q, t, lo);
-      copy_bytes(reinterpret_cast<char*>(out + lo), data_slot(c, me, par, b, 1, q), n * sizeof(T), vec, true);
-    }
-  };
+  const SegmentTiles tiles{count, seg, tile};
   bool failed = false;
   size_t prev_t = 0;
   bool have_prev = false;
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
     // A: reduce-scatter pushes of this tile, then the phase-0 flag.
-    for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
-      size_t lo, n = range(q, t, lo);
-      copy_bytes(data_slot(c, q, par, b, 0, me), reinterpret_cast<const char*>(in + lo), n * sizeof(T), vec, false);
-    }
+    push_to_owners(c, tiles, in, t, par, vec);
     pipe_signal(c, 0, st.s + 1);
     // C: the previous tile's all-gather (flag value = previous step + 1 = st.s).
     if (have_prev) {
       if (!pipe_wait(c, st, 1, st.s, coll)) { failed = true; break; }
-      copy_out(prev_t, par ^ 1);
+      copy_out_gathered(c, tiles, out, prev_t, par ^ 1, vec);
     }
     // D: fold this tile and push the result to every peer; E: phase-1 flag.
     if (!pipe_wait(c, st, 0, st.s + 1, coll)) { failed = true; break; }
     {
-      size_t lo, n = range(me, t, lo);
+      size_t lo, n = tiles.range(me, t, lo);
       const size_t push_off = data_slot(c, me, par, b, 1, me) - c.ws[me];
       // 2 ranks (the measured case): 2 words per thread per source in flight; more ranks: 1.
       if (W == 2)
-        reduce_tile_unrolled<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes,
-                                          n, vec, push_off);
+        reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec,
+                                 true, push_off);
       else
-        reduce_tile_unrolled<T, Op, kMaxRanks, 1>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0),
-                                                  c.tile_bytes, n, vec, push_off);
+        reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec, true,
+                           push_off);
     }
     pipe_signal(c, 1, st.s + 1);
     prev_t = t;
@@ -117,7 +102,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
     ++st.s;
   }
   if (!failed && have_prev) {
-    if (pipe_wait(c, st, 1, st.s, coll)) copy_out(prev_t, static_cast<int>((st.s - 1) & 1));
+    if (pipe_wait(c, st, 1, st.s, coll)) copy_out_gathered(c, tiles, out, prev_t, static_cast<int>((st.s - 1) & 1), vec);
   }
   end_steps(c, st);
 }

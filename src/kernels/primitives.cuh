@@ -179,17 +179,17 @@ __device__ __forceinline__ bool exchange(const DeviceComm& c, Step& st, int ph, 
 // ---- 16-byte vector copies with a scalar tail -----------------------------------------------
 __device__ __forceinline__ uint4 ld_cg(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
-// Copies `n` bytes with threads tid = 0..nthr-1 of a group (a CTA or a warp); `vec` says both
-// pointers are 16-byte aligned (else byte copies: only reached for buffers the caller passed
-// misaligned, or odd slices). Four 16-byte loads in flight per thread.
-__device__ __forceinline__ void copy_bytes_g(char* __restrict__ dst, const char* __restrict__ src, size_t n, bool vec,
-                                             bool src_cg, unsigned tid, unsigned nthr) {
-  size_t nv = vec ? n / 16 : 0;
+// Copies `n` bytes with the CTA's threads; `vec` says both pointers are 16-byte aligned (else
+// byte copies: only reached for buffers the caller passed misaligned, or odd slices). Four
+// 16-byte loads in flight per thread.
+__device__ __forceinline__ void copy_bytes(char* __restrict__ dst, const char* __restrict__ src, size_t n, bool vec,
+                                           bool src_cg) {
+  const size_t nv = vec ? n / 16 : 0;
   const uint4* s4 = reinterpret_cast<const uint4*>(src);
   uint4* d4 = reinterpret_cast<uint4*>(dst);
   constexpr int U = 4;
-  size_t i = tid;
-  const size_t stride = nthr;
+  const size_t stride = blockDim.x;
+  size_t i = threadIdx.x;
   for (; i + (U - 1) * stride < nv; i += U * stride) {
     uint4 v[U];
 #pragma unroll
@@ -198,11 +198,7 @@ __device__ __forceinline__ void copy_bytes_g(char* __restrict__ dst, const char*
     for (int u = 0; u < U; ++u) d4[i + u * stride] = v[u];
   }
   for (; i < nv; i += stride) d4[i] = src_cg ? __ldcg(s4 + i) : s4[i];
-  for (size_t j = nv * 16 + tid; j < n; j += stride) dst[j] = src_cg ? __ldcg(src + j) : src[j];
-}
-__device__ __forceinline__ void copy_bytes(char* __restrict__ dst, const char* __restrict__ src, size_t n, bool vec,
-                                           bool src_cg) {
-  copy_bytes_g(dst, src, n, vec, src_cg, threadIdx.x, blockDim.x);
+  for (size_t j = nv * 16 + threadIdx.x; j < n; j += stride) dst[j] = src_cg ? __ldcg(src + j) : src[j];
 }
 
 // One element through L2 (ld.global.cg), for any 1/2/4/8-byte element type.

@@ -82,9 +82,11 @@ template <typename T> struct AvgOp {
   }
 };
 
-// Reduces N elements packed in a B-byte word from each of `world` sources (rank order).
-// get(k) returns source k's word.
-template <typename T, typename Op, typename Word, typename Get>
+// Reduces N elements packed in a B-byte word from each of `world` sources, folded in rank
+// order; get(k) returns source k's word. R > 0 unrolls the source loop over R >= world
+// (compile-time indices, so a caller's array of prefetched words stays in registers); R = 0
+// loops over `world` at run time (one copy of get(), for get()s that poll). Same bits either way.
+template <typename T, typename Op, typename Word, int R = 0, typename Get>
 __device__ __forceinline__ Word reduce_word(int world, Get get) {
   constexpr int N = sizeof(Word) / sizeof(T);
   union U { Word w; T e[N]; };
@@ -93,10 +95,17 @@ __device__ __forceinline__ Word reduce_word(int world, Get get) {
   typename Op::Acc acc[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) acc[i] = Op::load(u.e[i]);
-  for (int k = 1; k < world; ++k) {
+  auto fold = [&](int k) {
     u.w = get(k);
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[i] = Op::combine(acc[i], Op::load(u.e[i]));
+  };
+  if constexpr (R == 0) {
+    for (int k = 1; k < world; ++k) fold(k);
+  } else {
+#pragma unroll
+    for (int k = 1; k < R; ++k)
+      if (k < world) fold(k);
   }
 #pragma unroll
   for (int i = 0; i < N; ++i) u.e[i] = Op::finish(acc[i], world);

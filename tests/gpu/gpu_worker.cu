@@ -753,6 +753,30 @@ std::unique_ptr<Communicator> make_comm_with(const std::string& id, const std::s
 
 }  // namespace
 
+// ---- all-reduce sweeps ----------------------------------------------------------------------
+constexpr DataType kTypes[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Float64,
+                               DataType::Int8,    DataType::UInt8,   DataType::Int32,    DataType::Int64};
+constexpr RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+
+// Every dtype x op x size through `c` (the cases `keep` admits): out of place, in place for
+// float32 and bfloat16, and element-misaligned where misaligned_at(n). One seed per case.
+template <typename Keep, typename Misaligned>
+void allreduce_sweep(Communicator& c, const std::string& name, const std::vector<size_t>& sizes, uint64_t& seed,
+                     Keep keep, Misaligned misaligned_at) {
+  for (DataType t : kTypes)
+    for (RedOp op : kOps)
+      for (size_t n : sizes) {
+        if (!keep(t, op, n)) continue;
+        test_allreduce(c, name, t, op, n, false, 0, seed++);
+        if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(c, name, t, op, n, true, 0, seed++);
+        if (misaligned_at(n)) test_allreduce(c, name, t, op, n, false, 1, seed++);
+      }
+}
+// Sizes above 2 Mi elements only for sum and avg (enough coverage, saves time).
+bool large_only_sum_avg(DataType, RedOp op, size_t n) {
+  return n <= (2u << 20) || op == RedOp::Sum || op == RedOp::Avg;
+}
+
 int main(int argc, char** argv) {
   bool quick = false, do_bench = true, bench_only = false, timeout_test = false, stall = false;
   for (int i = 1; i < argc; ++i) {
@@ -782,9 +806,8 @@ int main(int argc, char** argv) {
   auto t_start = std::chrono::steady_clock::now();
   int exit_code = 0;
   try {
-    const DataType types[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Float64,
-                              DataType::Int8,    DataType::UInt8,   DataType::Int32,    DataType::Int64};
-    const RedOp ops[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+    const auto& types = kTypes;
+    const auto& ops = kOps;
     uint64_t seed = 1;
     if (stall && g_world > 1) {
       // Variants: (label, env settings, bytes). Each gets its own communicator (ids 0..).
@@ -859,14 +882,9 @@ int main(int argc, char** argv) {
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
           if (k > 0 && !quick) sizes.push_back((8u << 20) + 1);
-          for (DataType t : types)
-            for (RedOp op : ops)
-              for (size_t n : sizes) {
-                if (n > 300000 && op != RedOp::Sum) continue;
-                test_allreduce(*c, name, t, op, n, false, 0, seed++);
-                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, name, t, op, n, true, 0, seed++);
-                if (n == 17 || n == 65537) test_allreduce(*c, name, t, op, n, false, 1, seed++);
-              }
+          allreduce_sweep(
+              *c, name, sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
+              [](size_t n) { return n == 17 || n == 65537; });
           if (k == 2)  // reduce_scatter runs the two-shot kernel's first phase
             for (DataType t : types)
               for (size_t n : {size_t(5), size_t(4099), size_t(2000000)})
@@ -886,15 +904,12 @@ int main(int argc, char** argv) {
           if (g_rank == 0) std::printf("plan(all_reduce, 16 MiB) with PIPE_MIN = %s\n", c->plan(Collective::AllReduce, 16 << 20).c_str());
           std::vector<size_t> sizes = {300001, (1u << 20) + 5};
           if (!quick) sizes.push_back((8u << 20) + 1);
-          for (DataType t : types)
-            for (RedOp op : ops)
-              for (size_t n : sizes) {
-                if (n * dtype_size(t) <= (1u << 20) * 2 / g_world) continue;  // not the pipe: covered above
-                if (n > (2u << 20) && op != RedOp::Sum && op != RedOp::Avg) continue;
-                test_allreduce(*c, "pipe_t8k", t, op, n, false, 0, seed++);
-                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "pipe_t8k", t, op, n, true, 0, seed++);
-                if (n == 300001) test_allreduce(*c, "pipe_t8k", t, op, n, false, 1, seed++);
-              }
+          allreduce_sweep(
+              *c, "pipe_t8k", sizes, seed,
+              [](DataType t, RedOp op, size_t n) {  // smaller sizes are not the pipe: covered above
+                return n * dtype_size(t) > (1u << 20) * 2 / g_world && large_only_sum_avg(t, op, n);
+              },
+              [](size_t n) { return n == 300001; });
           test_graph(*c, quick ? 100 : 300);
           test_back_to_back(*c, quick ? 100 : 300);
           test_bad_buffers(*c, seed++);
@@ -915,14 +930,7 @@ int main(int argc, char** argv) {
             std::printf("plan(all_reduce, 1 MiB) with small LL128 slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
           std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
           if (!quick) sizes.push_back((8u << 20) + 1);
-          for (DataType t : types)
-            for (RedOp op : ops)
-              for (size_t n : sizes) {
-                if (n > (2u << 20) && op != RedOp::Sum && op != RedOp::Avg) continue;
-                test_allreduce(*c, "ll128_small", t, op, n, false, 0, seed++);
-                if (t == DataType::Float32 || t == DataType::BFloat16) test_allreduce(*c, "ll128_small", t, op, n, true, 0, seed++);
-                if (n == 65543) test_allreduce(*c, "ll128_small", t, op, n, false, 1, seed++);
-              }
+          allreduce_sweep(*c, "ll128_small", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
           test_graph(*c, quick ? 100 : 300);
           test_back_to_back(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);

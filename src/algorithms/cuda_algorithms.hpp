@@ -20,8 +20,8 @@ struct Tuning {
   size_t min_tile = 16384;      // smallest per-CTA tile in bytes before using fewer CTAs
   size_t push_min_chunk = 8192; // smallest per-CTA slice for the one-shot push
   // Planner thresholds, measured on 2 x H200 NV18 (tests/gpu/TUNING.md): LL is the fastest up
-  // to 64 KiB, LL128 above (buffers it cannot take go to the one-shot push) up to 64 MiB, the
-  // pipelined two-shot beyond. One-shot limits scale by 2/world, and for more than 2 ranks the
+  // to 64 KiB, LL128 above up to 64 MiB (buffers it cannot take go to the one-shot push up to
+  // push_max, the pipelined two-shot above), the pipelined two-shot beyond. One-shot limits scale by 2/world, and for more than 2 ranks the
   // one-shots stop at push_max * 2/world (see CudaBackend::pick).
   size_t ll_max = 64 << 10;     // LL one-shot up to this many bytes
   size_t push_max = 4 << 20;    // one-shot push up to this many bytes
@@ -30,7 +30,7 @@ struct Tuning {
   // size (any world) from which the planner prefers it over the two-shot. Measured on 2 x H200
   // (tests/gpu/TUNING.md): 128 KiB tiles beat 32/64 KiB at every size (fewer flag rounds), and
   // the pipelined two-shot beats the two-shot from 16 MiB up (-6% at 16 MiB, -8% at 64 MiB,
-  // -7% at 256 MiB, -6% at 1 GiB) and ties it at 2-4 MiB, where the one-shot push wins anyway.
+  // -7% at 256 MiB, -6% at 1 GiB) and ties it at 2-4 MiB, where the one-shots win anyway.
   size_t pipe_tile = 128 << 10;
   size_t pipe_min = 4 << 20;
   // LL128 one-shot (cuda_oneshot_ll128.cu): used above ll_max up to ll128_max bytes (2 ranks,
@@ -75,7 +75,6 @@ size_t dtype_bytes(int dtype);
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
 cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
-bool ll128_supports(int dtype, const void* send, const void* recv);  // buffers aligned to max(4, element)
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

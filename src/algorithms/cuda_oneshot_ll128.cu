@@ -13,19 +13,20 @@
 //   lane always holds whole elements.
 //
 // The fold runs while the link is busy: each warp pushes its group i, then receives and folds
-// its group i - lag (tests/gpu/TUNING.md rows 10-13, 2 x H200). Folding only after every push
+// its group i - lag (tests/gpu/TUNING.md rows 10-16, 2 x H200). Folding only after every push
 // (as the LL96 one-shot, 12 data bytes per 16-byte line, did before this replaced it) measured
 // 4 MiB 20.9 us for 15.3 us of wire time: the local fold (~3-4 us at 4 MiB) ran after the link
-// had gone idle. Lag 1 measured best (4 MiB 16.3 us graph); lag 2,
-// batches of 2-4 groups with the own input kept in registers, and pushing and receiving warp
-// halves all measured slower (the halves also cannot work in place: a receiving warp may
-// overwrite input that a pushing warp has not read yet).
+// had gone idle. Lag 1 measured best (4 MiB 16.3 us graph); lag 2, loading the next group's
+// input early, batches of 2-4 groups with the own input kept in registers, more CTAs per SM and
+// pushing and receiving warp halves all measured no better or slower (the halves also cannot
+// work in place: a receiving warp may overwrite input that a pushing warp has not read yet).
 //
 // Slots: a region only LL128 lines enter (kernels/device_comm.cuh). A line left by a raw-data
 // protocol could hold the current step's number in its flag word by chance (measured with an
-// earlier LL128 attempt in the shared data slots), and LL checks words that are raw data here. Larger slices than a slot take several rounds (a step each,
-// alternating parity, a CTA barrier between them), as in the LL one-shot. Own input is read
-// from the user buffer, and every rank folds in rank order: the same bits everywhere.
+// earlier LL128 attempt in the shared data slots), and LL checks words that are raw data here.
+// Larger slices than a slot take several rounds (a step each, alternating parity, a CTA barrier
+// between them), as in the LL one-shot. Own input is read from the user buffer, and every rank
+// folds in rank order: the same bits everywhere.
 #include "algorithms/cuda_algorithms.hpp"
 #include "kernels/primitives.cuh"
 #include "kernels/reduce_ops.cuh"
@@ -125,18 +126,20 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
   end_steps(c, st);
 }
 
-}  // namespace
-
 bool ll128_supports(int dtype, const void* send, const void* recv) {
   const size_t align = std::max<size_t>(4, dtype_bytes(dtype));
   return ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & (align - 1)) == 0;
 }
 
+}  // namespace
+
 cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  // Lanes move 4-byte words (and 8-byte elements whole): other buffers take the push.
-  if (!ll128_supports(a.dtype, a.send, a.recv)) return allreduce_push(c, t, a);
+  // Lanes move 4-byte words (and 8-byte elements whole). Other buffers (planned or forced):
+  // the push, or the pipelined two-shot where the push is slower (above push_max * 2/world).
   const size_t esz = dtype_bytes(a.dtype);
   const size_t bytes = a.count * esz;
+  if (!ll128_supports(a.dtype, a.send, a.recv))
+    return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
   const size_t groups = ceil_div(bytes, group_data(esz));
   // At least t.ll128_min_groups groups per CTA (small messages: fewer, busier CTAs), otherwise
   // spread over every CTA; balanced rounds when a slice exceeds a slot.
@@ -146,7 +149,7 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   const size_t cap = std::max<size_t>(1, c.ll128_slot_bytes / kGroupSlot);
   const size_t rounds = ceil_div(gpb, cap);
   const size_t round_groups = ceil_div(gpb, rounds);
-  // Split mode needs a pushing and a receiving warp per group at least.
+  // No more warps than a round has groups.
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.threads, round_groups * 32));
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {

@@ -345,10 +345,6 @@ class CudaBackend final : public BackendImpl {
     switch (a.coll) {
       case Collective::AllReduce: {
         Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
-        // Buffers LL128 cannot take (not aligned to 4 bytes or the element): the push, or the
-        // pipe where the push is slower.
-        if (algo == Algo::LL128 && forced_ != Algo::LL128 && !cuda::ll128_supports(ca.dtype, a.send, a.recv))
-          algo = a.count * dtype_size(a.dtype) <= agreed_.tune.push_max * 2 / size_t(ctx_.world) ? Algo::Push : Algo::Pipe;
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);

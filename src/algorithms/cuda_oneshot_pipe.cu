@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(544) pipe_oneshot(DeviceComm c, const T* in, T
         continue;
       }
       const size_t lo = size_t(j) * chunk;
-      const char* slot0 = pipe_slice(c, me, par, b, 0, slice_bytes) + lo * sizeof(T);  // source 0 (or 1)
+      const char* slot0 = data_slot(c, me, par, b, 0, 0) + lo * sizeof(T);  // the row: first source's slice
       if (W == 2)
         reduce_tile<T, Op, 2, 2>(c, out + e0 + lo, in + e0 + lo, slot0, slice_bytes, min(chunk, n_all - lo), vec,
                                  false, 0, true, nthr);

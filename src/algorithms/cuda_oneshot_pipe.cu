@@ -34,14 +34,6 @@ namespace {
 constexpr int kChunkFlagPhase = 2;
 constexpr unsigned kChunkBits = 16;   // flag = (step << 16) + chunk + 1
 constexpr unsigned kMaxChunks = 1024; // chunks per CTA (well under 1 << kChunkBits)
-constexpr unsigned kBarriers = 8;     // named barriers 1..8 between workers and the signal warp
-
-__device__ __forceinline__ void bar_arrive(unsigned id, unsigned threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_sync(unsigned id, unsigned threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Source src's slice in `owner`'s row for (parity, CTA b): no entry for the owner itself.
 __device__ __forceinline__ char* pipe_slice(const DeviceComm& c, int owner, int par, int b, int src,
@@ -97,13 +89,15 @@ __device__ __forceinline__ bool wait_chunk(const DeviceComm& c, Step& st, unsign
 template <typename T, typename Op>
 __global__ void __launch_bounds__(544) pipe_oneshot(DeviceComm c, const T* in, T* out, size_t count,
                                                     size_t per_block, size_t chunk, unsigned lag, int coll) {
-  __shared__ volatile unsigned s_signalled;  // chunks whose barrier the signal warp has passed
+  __shared__ volatile unsigned s_pushed[16];  // chunks each worker warp has pushed
   __shared__ volatile int s_failed;
   Step st = begin_steps(c);
-  if (threadIdx.x == 0) s_signalled = 0, s_failed = 0;
+  if (threadIdx.x < 16) s_pushed[threadIdx.x] = 0;
+  if (threadIdx.x == 0) s_failed = 0;
   __syncthreads();
   const int b = blockIdx.x, me = c.rank, W = c.world;
-  const unsigned nthr = blockDim.x - 32, all = blockDim.x;  // workers; the last warp signals
+  const unsigned nthr = blockDim.x - 32, lane = threadIdx.x % 32;  // workers; the last warp signals
+  const unsigned nworkers = nthr / 32;
   const size_t e0 = b * per_block, n_all = count > e0 ? min(per_block, count - e0) : 0;
   const unsigned nch = static_cast<unsigned>((n_all + chunk - 1) / chunk);
   const int par = static_cast<int>(st.s & 1);
@@ -111,30 +105,39 @@ __global__ void __launch_bounds__(544) pipe_oneshot(DeviceComm c, const T* in, T
   const unsigned long long flag0 = st.s << kChunkBits;
   const bool vec = aligned16(in) && aligned16(out);
   if (threadIdx.x >= nthr) {
-    for (unsigned j = 0; j < nch; ++j) {
-      bar_sync(1 + j % kBarriers, all);
-      if (threadIdx.x == nthr) {
-        s_signalled = j + 1;
-        if (!s_failed) {
-          __threadfence_system();
-          for (int k = 1; k < W; ++k) {
-            const int q = me + k < W ? me + k : me + k - W;
-            st_release_sys(flag_ptr(c, q, kChunkFlagPhase, b, me), flag0 + j + 1);
-          }
+    // Signal warp: whenever every worker has pushed more chunks than were signalled, one fence
+    // covers them all (a fence waits for the link; one per chunk measured slower than the link).
+    unsigned signalled = 0;
+    while (signalled < nch) {
+      unsigned ready = lane < nworkers ? s_pushed[lane] : ~0u;
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) ready = min(ready, __shfl_xor_sync(0xffffffffu, ready, o));
+      if (ready == signalled) {
+        __nanosleep(64);
+        continue;
+      }
+      __threadfence_block();  // the workers' progress words were read before the fence below
+      __syncwarp();
+      if (lane == 0 && !s_failed) {
+        __threadfence_system();
+        for (int k = 1; k < W; ++k) {
+          const int q = me + k < W ? me + k : me + k - W;
+          st_release_sys(flag_ptr(c, q, kChunkFlagPhase, b, me), flag0 + ready);
         }
       }
-      __syncwarp();
+      signalled = ready;
     }
   } else {
+    const unsigned warp = threadIdx.x / 32;
     for (unsigned i = 0; i < nch + lag; ++i) {
       if (i < nch) {
         const size_t lo = size_t(i) * chunk;
         if (!s_failed) push_words(c, in + e0 + lo, min(chunk, n_all - lo), vec, nthr, par, slice_bytes, lo * sizeof(T));
-        if (i >= kBarriers)
-          while (s_signalled + kBarriers < i + 1) {
-          }
-        __syncwarp();
-        bar_arrive(1 + i % kBarriers, all);
+        __syncwarp();  // the warp's stores precede lane 0's release of its progress
+        if (lane == 0) {
+          __threadfence_block();
+          s_pushed[warp] = i + 1;
+        }
       }
       if (i < lag) continue;
       const unsigned j = i - lag;

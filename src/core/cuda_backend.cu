@@ -307,6 +307,7 @@ class CudaBackend final : public BackendImpl {
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
     if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
+    if (scale == 2 && bytes <= agreed_.tune.opipe_max) return Algo::OnePipe;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
     // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.

@@ -989,15 +989,13 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"opipe", "oneshot_pipe", {},
            {262144, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
-          {"opipe_c8k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "8192"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c32k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "32768"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c64k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "65536"}}, {16 << 20, 64 << 20}},
           {"opipe_lag2", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_LAG", "2"}}, {4 << 20, 16 << 20, 64 << 20}},
           {"opipe_c8k_lag2", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "8192"}, {"ACTORCC_CUDA_OPIPE_LAG", "2"}},
            {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_t384", "oneshot_pipe", {{"ACTORCC_CUDA_THREADS", "384"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_b264", "oneshot_pipe", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}},
+          {"opipe_c4k_lag3", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "4096"}, {"ACTORCC_CUDA_OPIPE_LAG", "3"}},
            {4 << 20, 16 << 20, 64 << 20}},
+          {"opipe_c32k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "32768"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"opipe_c64k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "65536"}}, {16 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

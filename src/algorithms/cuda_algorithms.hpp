@@ -39,12 +39,6 @@ struct Tuning {
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
   size_t ll128_lag = 1;
-  // Pipelined raw one-shot (cuda_oneshot_pipe.cu): used above ll128_max up to opipe_max bytes
-  // (2 ranks); bytes per CTA chunk (one flag each); chunks by which a warp's fold trails its
-  // pushes.
-  size_t opipe_max = 64 << 20;
-  size_t opipe_chunk = 16 << 10;
-  size_t opipe_lag = 1;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -81,7 +75,6 @@ size_t dtype_bytes(int dtype);
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
 cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
-cudaError_t allreduce_oneshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_oneshot_pipe.cu
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

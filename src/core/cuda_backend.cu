@@ -99,8 +99,7 @@ struct Agreed {
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
-       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.opipe_max << ' ' << tune.opipe_chunk << ' '
-       << tune.opipe_lag << ' ' << (algo.empty() ? "-" : algo);
+       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -109,8 +108,7 @@ struct Agreed {
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
-        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.opipe_max >> a.tune.opipe_chunk >>
-        a.tune.opipe_lag >> a.algo;
+        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -148,12 +146,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_lag = env_size("ACTORCC_CUDA_LL128_LAG", a.tune.ll128_lag);
   // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
-  // setting: ACTORCC_CUDA_OPIPE_MAX - all-reduce bytes (2 ranks) up to which the pipelined one-shot is used
-  a.tune.opipe_max = env_size("ACTORCC_CUDA_OPIPE_MAX", a.tune.opipe_max);
-  // setting: ACTORCC_CUDA_OPIPE_CHUNK - bytes per CTA chunk (one flag each) of the pipelined one-shot (default 16384)
-  a.tune.opipe_chunk = std::max<size_t>(16, env_size("ACTORCC_CUDA_OPIPE_CHUNK", a.tune.opipe_chunk));
-  // setting: ACTORCC_CUDA_OPIPE_LAG - chunks by which a warp's fold trails its pushes in the pipelined one-shot (default 1)
-  a.tune.opipe_lag = env_size("ACTORCC_CUDA_OPIPE_LAG", a.tune.opipe_lag);
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -166,7 +158,6 @@ const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
 const char* kAlgoLL128 = "oneshot_ll128";
-const char* kAlgoOnePipe = "oneshot_pipe";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -175,7 +166,6 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
   if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
-  if (a == "oneshot_pipe" || a == "opipe") return kAlgoOnePipe;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -236,7 +226,6 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
               : agreed_.algo == kAlgoLL128 ? Algo::LL128
-              : agreed_.algo == kAlgoOnePipe ? Algo::OnePipe
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -293,7 +282,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, OnePipe, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -307,7 +296,6 @@ class CudaBackend final : public BackendImpl {
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
     if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
-    if (scale == 2 && bytes <= agreed_.tune.opipe_max) return Algo::OnePipe;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
     // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
@@ -323,7 +311,6 @@ class CudaBackend final : public BackendImpl {
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
       case Algo::LL128: return kAlgoLL128;
-      case Algo::OnePipe: return kAlgoOnePipe;
       default: break;
     }
     switch (c) {
@@ -362,7 +349,6 @@ class CudaBackend final : public BackendImpl {
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
         else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
-        else if (algo == Algo::OnePipe) e = cuda::allreduce_oneshot_pipe(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }

@@ -3,18 +3,15 @@
 // counters, the host-mapped abort/error words and the workspace layout.
 //
 // Workspace layout (every rank's region has the same layout):
-//   [flags]  uint64 flags[3 phases][kMaxBlocks][kMaxRanks]: flags[ph][b][src] is written by rank
+//   [flags]  uint64 flags[2 phases][kMaxBlocks][kMaxRanks]: flags[ph][b][src] is written by rank
 //            src's CTA b (st.release.sys) with value step+1 once its data for that step and phase
-//            is in place (phase 2: (step << 16) + chunk + 1, the pipelined one-shot's per-chunk
-//            count); only ever increases, so readers compare with >=.
+//            is in place; only ever increases, so readers compare with >=.
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
 //            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
 //   [ll128]  LL128 receive slots [2 parity][data_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
-//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes]. The pipelined
-//            one-shot treats each (parity, block) row of 2 * world tiles as one area holding
-//            the world - 1 sources' slices back to back.
+//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes].
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
 // of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
 // B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the
@@ -56,8 +53,7 @@ struct DeviceComm {
 // Error codes the kernels leave in error[0].
 enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2 };
 
-constexpr int kFlagPhases = 3;
-inline size_t flags_bytes() { return size_t(kFlagPhases) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
+inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
 
 
 }  // namespace actorcc::cuda

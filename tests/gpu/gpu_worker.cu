@@ -875,9 +875,9 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[6] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128", "oneshot_pipe"};
-        const size_t algo_ids[6] = {1, 2, 3, 4, 19, 21};
-        for (int k = 0; k < 6; ++k) {
+        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128"};
+        const size_t algo_ids[5] = {1, 2, 3, 4, 19};
+        for (int k = 0; k < 5; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
@@ -935,27 +935,6 @@ int main(int argc, char** argv) {
           test_back_to_back(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 5. the pipelined one-shot with 1 KiB chunks (up to 64 chunks per CTA: every named
-        //    barrier reused, the workers held back by the signal warp) and its fold 3 chunks
-        //    behind, in a small data region (64 KiB per CTA row: from ~8 MiB the slices do not
-        //    fit and it takes the pipe), mixed by the planner with LL and LL128 in one group.
-        {
-          auto c = make_comm_with(ids[22], "",
-                                  {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
-                                   {"ACTORCC_CUDA_OPIPE_CHUNK", "1024"},
-                                   {"ACTORCC_CUDA_OPIPE_LAG", "3"},
-                                   {"ACTORCC_CUDA_LL128_MAX", "131072"},
-                                   {"ACTORCC_CUDA_LL_MAX", "16384"}});
-          if (g_rank == 0)
-            std::printf("plan(all_reduce, 1 MiB) with small pipelined one-shot chunks = %s\n",
-                        c->plan(Collective::AllReduce, 1 << 20).c_str());
-          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
-          if (!quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(*c, "opipe_small", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
-          if (g_rank == 0) std::printf("all_reduce[opipe_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
-        }
       }
     }
     if ((do_bench || bench_only) && !stall && g_world > 1) {
@@ -987,15 +966,11 @@ int main(int argc, char** argv) {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll128", "oneshot_ll128", {},
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
-          {"opipe", "oneshot_pipe", {},
-           {262144, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
-          {"opipe_lag2", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_LAG", "2"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c8k_lag2", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "8192"}, {"ACTORCC_CUDA_OPIPE_LAG", "2"}},
-           {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c4k_lag3", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "4096"}, {"ACTORCC_CUDA_OPIPE_LAG", "3"}},
-           {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c32k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "32768"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"opipe_c64k", "oneshot_pipe", {{"ACTORCC_CUDA_OPIPE_CHUNK", "65536"}}, {16 << 20, 64 << 20}},
+          {"ll128_lag2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_LAG", "2"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_t384", "oneshot_ll128", {{"ACTORCC_CUDA_THREADS", "384"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_b128", "oneshot_ll128", {{"ACTORCC_CUDA_BLOCKS", "128"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_ws24m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "25165824"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_g2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "2"}}, {65536, 262144, 1 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

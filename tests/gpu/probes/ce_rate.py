@@ -43,7 +43,11 @@ def worker(rank, q_out, q_in, bar):
         for _ in range(2):
             if active:
                 body()
+            if side is not None:  # also compiles a RawKernel before the timed window
+                with s2:
+                    side()
         s.synchronize()
+        s2.synchronize()
         bar.wait()
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
         e0.record(s)
@@ -73,6 +77,15 @@ def worker(rank, q_out, q_in, bar):
     def sm_push(n):
         copy16((132,), (512,), (cp.uint64(peer), local, cp.uint64(n // 16)), stream=s)
 
+    def push_split(n, ce_share):  # the copy engine pushes the first part, an SM kernel the rest
+        k = int(n * ce_share) // 16 * 16
+        rt.memcpyAsync(peer, local.data.ptr, k, D2D, s.ptr)
+        copy16((132,), (512,), (cp.uint64(peer + k), cp.uint64(local.data.ptr + k), cp.uint64((n - k) // 16)),
+               stream=s2)
+        ev = cp.cuda.Event()
+        ev.record(s2)
+        s.wait_event(ev)
+
     def local_fold(n):
         fold((132,), (512,), (tmp_o, tmp_a, local, cp.uint64(n // 16)), stream=s2)
 
@@ -85,8 +98,15 @@ def worker(rank, q_out, q_in, bar):
     timed("both pull 4 MiB (copy engine)", lambda: pull(4 * MB), 4 * MB, 100)
     timed("both pull 64 MiB as 16 x 4 MiB copies", lambda: pull(64 * MB, 16), 64 * MB, 20)
     timed("both pull 64 MiB as 64 x 1 MiB copies", lambda: pull(64 * MB, 64), 64 * MB, 20)
-    timed("both pull 256 MiB beside a local 256 MiB fold", lambda: pull(big), big, 4,
-          side=lambda: [local_fold(big) for _ in range(4)])
+    timed("both push 64 MiB (copy engine)", lambda: push(64 * MB), 64 * MB, 20)
+    timed("both push 16 MiB (copy engine)", lambda: push(16 * MB), 16 * MB, 50)
+    timed("both push 256 MiB: 70% copy engine + 30% SM", lambda: push_split(big, 0.7), big, 10)
+    timed("both push 256 MiB: 50% copy engine + 50% SM", lambda: push_split(big, 0.5), big, 10)
+    timed("both push 64 MiB: 70% copy engine + 30% SM", lambda: push_split(64 * MB, 0.7), 64 * MB, 20)
+    timed("both pull 256 MiB beside 8 local 256 MiB folds", lambda: pull(big), big, 4,
+          side=lambda: [local_fold(big) for _ in range(8)])
+    timed("both push 256 MiB beside 8 local 256 MiB folds", lambda: push(big), big, 4,
+          side=lambda: [local_fold(big) for _ in range(8)])
     rt.ipcCloseMemHandle(peer)
 
 

@@ -39,11 +39,6 @@ struct Tuning {
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
   size_t ll128_lag = 1;
-  // Copy-engine one-shot (cuda_oneshot_ce.cu): used from ce_min bytes (2 ranks) while the
-  // message fits its areas; bytes per chunk (one flag each); side streams the chunks alternate on.
-  size_t ce_min = 32 << 20;
-  size_t ce_chunk = 4 << 20;
-  int ce_lanes = 2;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -80,16 +75,6 @@ size_t dtype_bytes(int dtype);
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
 cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
-// The side streams the copy-engine one-shot forks its copies onto (owned by the backend) and
-// the events that fork them from and join them back into the caller's stream.
-struct CeLanes {
-  int n = 0;
-  cudaStream_t side[2] = {};
-  cudaEvent_t fork = nullptr;
-  cudaEvent_t join[2] = {};
-};
-cudaError_t allreduce_ce(const DeviceComm& c, const Tuning& t, const CallArgs& a, const CeLanes& lanes);  // cuda_oneshot_ce.cu
-size_t ce_capacity(const DeviceComm& c);  // largest all-reduce (bytes) the copy-engine one-shot takes
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

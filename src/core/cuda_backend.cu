@@ -13,7 +13,6 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/backend.hpp"
-#include "core/cuda_side_streams.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/workspace.hpp"
 
@@ -100,8 +99,7 @@ struct Agreed {
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
-       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.ce_min << ' ' << tune.ce_chunk << ' '
-       << tune.ce_lanes << ' ' << (algo.empty() ? "-" : algo);
+       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -110,8 +108,7 @@ struct Agreed {
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
-        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.ce_min >> a.tune.ce_chunk >>
-        a.tune.ce_lanes >> a.algo;
+        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -149,12 +146,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_lag = env_size("ACTORCC_CUDA_LL128_LAG", a.tune.ll128_lag);
   // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
-  // setting: ACTORCC_CUDA_CE_MIN - all-reduce bytes (2 ranks) from which the copy-engine one-shot is used
-  a.tune.ce_min = env_size("ACTORCC_CUDA_CE_MIN", a.tune.ce_min);
-  // setting: ACTORCC_CUDA_CE_CHUNK - bytes per chunk (one flag each) of the copy-engine one-shot (default 4 MiB)
-  a.tune.ce_chunk = env_size("ACTORCC_CUDA_CE_CHUNK", a.tune.ce_chunk);
-  // setting: ACTORCC_CUDA_CE_LANES - side streams (1 or 2) the copy-engine one-shot alternates its chunks on (default 2)
-  a.tune.ce_lanes = static_cast<int>(std::min<size_t>(2, env_size("ACTORCC_CUDA_CE_LANES", a.tune.ce_lanes)));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -167,7 +158,6 @@ const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
 const char* kAlgoLL128 = "oneshot_ll128";
-const char* kAlgoCE = "oneshot_ce";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -176,7 +166,6 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
   if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
-  if (a == "oneshot_ce" || a == "ce") return kAlgoCE;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -218,7 +207,6 @@ class CudaBackend final : public BackendImpl {
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
       counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
       ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
-      if (ctx.world > 1) ck(side_.create(2), "creating the copy-engine side streams");
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -238,7 +226,6 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
               : agreed_.algo == kAlgoLL128 ? Algo::LL128
-              : agreed_.algo == kAlgoCE    ? Algo::CE
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -250,8 +237,7 @@ class CudaBackend final : public BackendImpl {
     d.rank = ctx.rank;
     d.world = W;
     d.flags_off = 0;
-    d.ce_off = cuda::flags_bytes();
-    d.ll_off = d.ce_off + cuda::ce_bytes();
+    d.ll_off = cuda::flags_bytes();
     d.ll_blocks = agreed_.ll_blocks;
     d.ll_slot_bytes = agreed_.ll_slot_bytes;
     d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
@@ -296,7 +282,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, CE, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -308,8 +294,6 @@ class CudaBackend final : public BackendImpl {
     // the two-shot's, so its range ends at the push's old limit (4 MiB x 2/world).
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
-    // Copy engines: faster than any SM protocol on 2 ranks from ce_min, while the message fits.
-    if (scale == 2 && bytes >= agreed_.tune.ce_min && bytes <= cuda::ce_capacity(dc_)) return Algo::CE;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
     if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
@@ -327,7 +311,6 @@ class CudaBackend final : public BackendImpl {
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
       case Algo::LL128: return kAlgoLL128;
-      case Algo::CE: return kAlgoCE;
       default: break;
     }
     switch (c) {
@@ -366,11 +349,6 @@ class CudaBackend final : public BackendImpl {
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
         else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
-        else if (algo == Algo::CE) {
-          cuda::CeLanes lanes = side_.lanes();
-          lanes.n = std::min(lanes.n, agreed_.tune.ce_lanes);
-          e = cuda::allreduce_ce(dc_, agreed_.tune, ca, lanes);
-        }
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }
@@ -469,7 +447,6 @@ class CudaBackend final : public BackendImpl {
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<DeviceBuffer> counters_;
   std::unique_ptr<ipc::SharedWorkspace> ws_;
-  SideStreams side_;
   cudaEvent_t order_event_ = nullptr;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;

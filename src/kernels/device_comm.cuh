@@ -6,17 +6,12 @@
 //   [flags]  uint64 flags[2 phases][kMaxBlocks][kMaxRanks]: flags[ph][b][src] is written by rank
 //            src's CTA b (st.release.sys) with value step+1 once its data for that step and phase
 //            is in place; only ever increases, so readers compare with >=.
-//   [ce]     the copy-engine one-shot's words (uint64, CeWord below): handshake counters the
-//            peers raise, per-chunk arrival flags their copy engines set to 1 (reset by the
-//            owner at the end of the call), the owner's own copy-done flags, its call counter.
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
 //            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
 //   [ll128]  LL128 receive slots [2 parity][data_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
-//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes]. The copy-engine
-//            one-shot uses the whole region at once as world - 1 equal source areas; its calls
-//            begin and end with a handshake, so no other call's data is in flight then.
+//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes].
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
 // of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
 // B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the
@@ -40,7 +35,6 @@ struct DeviceComm {
   int* error;                     // host-mapped [4]: code, peer, collective, _
   unsigned long long timeout_ns;  // bound on any single wait
   size_t flags_off;
-  size_t ce_off;
   size_t ll_off;
   size_t ll_slot_bytes;           // per (parity, block, src), LL lines
   int ll_blocks;
@@ -58,23 +52,6 @@ struct DeviceComm {
 
 // Error codes the kernels leave in error[0].
 enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2 };
-
-// Word indices of the [ce] region (cuda_oneshot_ce.cu).
-constexpr int kMaxCeChunks = 32;
-struct CeWord {
-  static constexpr size_t enter = 0;                             // [src]: src's call count, raised on entry
-  static constexpr size_t done = enter + kMaxRanks;              // [src]: src has read its slots for that call
-  static constexpr size_t flag = done + kMaxRanks;               // [chunk][src]: chunk from src has landed (1)
-  static constexpr size_t own = flag + kMaxCeChunks * kMaxRanks; // [chunk]: our copies of chunk were made (1)
-  static constexpr size_t one = own + kMaxCeChunks;              // the constant 1 the copy engine copies
-  static constexpr size_t calls = one + 1;                       // this rank's call counter
-  static constexpr size_t folded = calls + 1;                    // CTAs that finished folding (all calls)
-  static constexpr size_t count = folded + 1;
-};
-inline size_t ce_bytes() { return (CeWord::count * sizeof(uint64_t) + 255) / 256 * 256; }
-__host__ __device__ inline unsigned long long* ce_word(const DeviceComm& c, int owner, size_t idx) {
-  return reinterpret_cast<unsigned long long*>(c.ws[owner] + c.ce_off) + idx;
-}
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
 

@@ -1,7 +1,5 @@
 // Reduction of one tile held in `world` places: this rank's own input (user memory) and the
-// peers' pushed copies in this rank's workspace slots (slot for rank k at slot0 + k*stride, or,
-// with `no_self`, at slot0 + (k < rank ? k : k - 1)*stride: layouts without an entry for the
-// rank itself).
+// peers' pushed copies in this rank's workspace slots (slot for rank k at slot0 + k*stride).
 // Optionally (`push`) the result is also stored into every peer at the same workspace offset
 // `push_off` (their slot for this rank). Inputs are folded in rank order: same bits on every
 // rank.
@@ -16,16 +14,14 @@ namespace actorcc::cuda {
 // pipelined two-shot uses 2 on 2 ranks). Then at most U - 1 single words, then a scalar tail.
 template <typename T, typename Op, int R = kMaxRanks, int U = 1>
 __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__ out, const T* own, const char* slot0,
-                                            size_t stride, size_t n, bool vec, bool push, size_t push_off,
-                                            bool no_self = false) {
+                                            size_t stride, size_t n, bool vec, bool push, size_t push_off) {
   static_assert(R >= 1 && R <= kMaxRanks && U >= 1);
   const int me = c.rank, W = c.world;
   const unsigned tid = threadIdx.x, nthr = blockDim.x;
-  auto src = [&](int k) { return slot0 + size_t(no_self && k > me ? k - 1 : k) * stride; };
   constexpr int EPV = 16 / sizeof(T);
   const size_t nv = vec ? n / EPV : 0;
   auto load = [&](size_t i, int k) -> uint4 {
-    return k == me ? reinterpret_cast<const uint4*>(own)[i] : ld_cg(src(k) + i * 16);
+    return k == me ? reinterpret_cast<const uint4*>(own)[i] : ld_cg(slot0 + k * stride + i * 16);
   };
   auto emit = [&](size_t i, uint4 r) {
     reinterpret_cast<uint4*>(out)[i] = r;
@@ -59,7 +55,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
   }
   for (size_t e = nv * EPV + tid; e < n; e += nthr) {
     const T r = reduce_word<T, Op, T>(W, [&](int k) {
-      return k == me ? own[e] : ld_cg_elem(reinterpret_cast<const T*>(src(k)) + e);
+      return k == me ? own[e] : ld_cg_elem(reinterpret_cast<const T*>(slot0 + k * stride) + e);
     });
     out[e] = r;
     if (push)

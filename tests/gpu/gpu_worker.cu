@@ -875,9 +875,9 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[6] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128", "oneshot_ce"};
-        const size_t algo_ids[6] = {1, 2, 3, 4, 19, 21};
-        for (int k = 0; k < 6; ++k) {
+        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128"};
+        const size_t algo_ids[5] = {1, 2, 3, 4, 19};
+        for (int k = 0; k < 5; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
@@ -935,27 +935,6 @@ int main(int argc, char** argv) {
           test_back_to_back(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 5. the copy-engine one-shot with 4 KiB chunks (up to 32 chunks, flags reset and reused
-        //    every call) on one side stream, in a 16.5 MiB data region (larger calls take the
-        //    pipe), mixed by the planner with LL, LL128 and the push in one group: its opening and
-        //    closing handshakes keep the kernel algorithms' slots safe around it.
-        {
-          auto c = make_comm_with(ids[22], "",
-                                  {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
-                                   {"ACTORCC_CUDA_CE_CHUNK", "4096"},
-                                   {"ACTORCC_CUDA_CE_LANES", "1"},
-                                   {"ACTORCC_CUDA_CE_MIN", "262144"},
-                                   {"ACTORCC_CUDA_LL128_MAX", "131072"},
-                                   {"ACTORCC_CUDA_LL_MAX", "16384"}});
-          if (g_rank == 0)
-            std::printf("plan(all_reduce, 1 MiB) with CE_MIN = 256 KiB: %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
-          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
-          if (!quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(*c, "ce_small", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
-          if (g_rank == 0) std::printf("all_reduce[ce_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
-        }
       }
     }
     if ((do_bench || bench_only) && !stall && g_world > 1) {
@@ -987,12 +966,11 @@ int main(int argc, char** argv) {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll128", "oneshot_ll128", {},
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
-          {"ce", "oneshot_ce", {}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128u << 20}},
-          {"ce_c2m", "oneshot_ce", {{"ACTORCC_CUDA_CE_CHUNK", "2097152"}}, {16 << 20, 32 << 20, 64 << 20, 128u << 20}},
-          {"ce_c8m", "oneshot_ce", {{"ACTORCC_CUDA_CE_CHUNK", "8388608"}}, {16 << 20, 32 << 20, 64 << 20, 128u << 20}},
-          {"ce_c16m", "oneshot_ce", {{"ACTORCC_CUDA_CE_CHUNK", "16777216"}}, {32 << 20, 64 << 20, 128u << 20}},
-          {"ce_1lane", "oneshot_ce", {{"ACTORCC_CUDA_CE_LANES", "1"}}, {16 << 20, 32 << 20, 64 << 20, 128u << 20}},
-          {"ce_c1m", "oneshot_ce", {{"ACTORCC_CUDA_CE_CHUNK", "1048576"}}, {4 << 20, 16 << 20, 32 << 20, 64 << 20}},
+          {"ll128_lag2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_LAG", "2"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_t384", "oneshot_ll128", {{"ACTORCC_CUDA_THREADS", "384"}}, {1 << 20, 4 << 20, 16 << 20}},
+          {"ll128_b128", "oneshot_ll128", {{"ACTORCC_CUDA_BLOCKS", "128"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_ws24m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "25165824"}}, {4 << 20, 16 << 20, 64 << 20}},
+          {"ll128_g2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "2"}}, {65536, 262144, 1 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

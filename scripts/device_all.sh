@@ -5,7 +5,8 @@
 #           the GPU tier (tests/gpu/run.sh), the Python GPU tests, the doctor in local and
 #           group mode with masked and permuted devices
 #   phase2  the benchmark matrix (scripts/bench_gpu.sh: actors eager/graph/permute against NCCL,
-#           torchrun NCCL), the Python 4 KB latency against the C++ figure, the actor sweep
+#           torchrun NCCL), the Python 4 KB latency against the C++ figure, the NCCL path
+#           (scripts/nccl_path_gpu.sh: two virtual nodes, every collective checked), the actor sweep
 #           example (process launcher with actor traits: the device machine has no Ray)
 # Results come back as $OUT/<phase>.tgz (logs, JSON, PNG) and $OUT/<phase>-summary.txt.
 set -u
@@ -64,6 +65,8 @@ else
   grep -h -A14 "comparison\|ratio" "$W/bench.log" | head -60
   step py-latency 120 python3 scripts/py_latency.py --world 2 --bench "$BENCH" --json "$W/py_latency.json"
   tail -8 "$W/py-latency.log"
+  step nccl-path 400 env OUT="$W/nccl-path" BENCH="$BENCH" bash scripts/nccl_path_gpu.sh
+  tail -12 "$W/nccl-path.log"
   step example-sweep 240 python3 examples/ray_allreduce_sweep.py --no-ray --world 2 --stagger 1 --json "$W/example.json"
   tail -25 "$W/example-sweep.log"
 fi

@@ -39,6 +39,9 @@ struct Tuning {
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
   size_t ll128_lag = 1;
+  // Threads per LL128 CTA; with 3 CTAs of 256 per SM (ll128_blocks in DeviceComm) LL128
+  // measured 0.6-1 us faster at 1-16 MiB than with one CTA of 512 (TUNING.md row 20).
+  int ll128_threads = 256;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels

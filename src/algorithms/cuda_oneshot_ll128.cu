@@ -20,6 +20,8 @@
 // input early, batches of 2-4 groups with the own input kept in registers, more CTAs per SM and
 // pushing and receiving warp halves all measured no better or slower (the halves also cannot
 // work in place: a receiving warp may overwrite input that a pushing warp has not read yet).
+// Three CTAs of 256 threads per SM (DeviceComm::ll128_blocks) measured ~1 us faster at 1 and
+// 16 MiB than one CTA of 512 (TUNING.md row 20).
 //
 // Slots: a region only LL128 lines enter (kernels/device_comm.cuh). A line left by a raw-data
 // protocol could hold the current step's number in its flag word by chance (measured with an
@@ -143,14 +145,14 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   const size_t groups = ceil_div(bytes, group_data(esz));
   // At least t.ll128_min_groups groups per CTA (small messages: fewer, busier CTAs), otherwise
   // spread over every CTA; balanced rounds when a slice exceeds a slot.
-  size_t gpb = std::max(ceil_div(groups, size_t(c.data_blocks)), std::max<size_t>(1, t.ll128_min_groups));
+  size_t gpb = std::max(ceil_div(groups, size_t(c.ll128_blocks)), std::max<size_t>(1, t.ll128_min_groups));
   const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
   gpb = ceil_div(groups, blocks);
   const size_t cap = std::max<size_t>(1, c.ll128_slot_bytes / kGroupSlot);
   const size_t rounds = ceil_div(gpb, cap);
   const size_t round_groups = ceil_div(gpb, rounds);
   // No more warps than a round has groups.
-  const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.threads, round_groups * 32));
+  const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.ll128_threads, round_groups * 32));
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,

@@ -92,6 +92,7 @@ struct Agreed {
   // as fast as 48 MiB at 4 and 16 MiB and faster at 64 MiB (more rounds, but the slots stay
   // in L2; tests/gpu/TUNING.md row 13).
   size_t ll128_bytes = 24 << 20;
+  int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
 
   std::string encode() const {
     std::ostringstream os;
@@ -99,7 +100,8 @@ struct Agreed {
        << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
-       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << (algo.empty() ? "-" : algo);
+       << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
+       << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -108,7 +110,8 @@ struct Agreed {
     is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
-        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.algo;
+        a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
+        a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -146,6 +149,10 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_lag = env_size("ACTORCC_CUDA_LL128_LAG", a.tune.ll128_lag);
   // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
+  // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
+  a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
+  // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
+  a.ll128_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL128_BLOCKS", 0)));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -241,8 +248,10 @@ class CudaBackend final : public BackendImpl {
     d.ll_blocks = agreed_.ll_blocks;
     d.ll_slot_bytes = agreed_.ll_slot_bytes;
     d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
-    d.ll128_slot_bytes = std::max<size_t>(512, agreed_.ll128_bytes / (size_t(2) * NB * (W - 1)) / 512 * 512);
-    d.data_off = d.ll128_off + size_t(2) * NB * (W - 1) * d.ll128_slot_bytes;
+    d.ll128_blocks = agreed_.ll128_blocks > 0 ? agreed_.ll128_blocks : std::min(cuda::kMaxBlocks, 3 * NB);
+    d.ll128_slot_bytes =
+        std::max<size_t>(512, agreed_.ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512);
+    d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
     d.data_blocks = NB;
     d.tile_bytes = tile;
     const size_t total = d.data_off + size_t(4) * NB * W * tile;

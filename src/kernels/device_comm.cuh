@@ -8,7 +8,7 @@
 //            is in place; only ever increases, so readers compare with >=.
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
 //            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
-//   [ll128]  LL128 receive slots [2 parity][data_blocks][world-1 sources][ll128_slot_bytes]:
+//   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
 //   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes].
@@ -40,6 +40,7 @@ struct DeviceComm {
   int ll_blocks;
   size_t ll128_off;
   size_t ll128_slot_bytes;        // per (parity, block, source), multiple of 512
+  int ll128_blocks;               // CTAs of the LL128 one-shot (3 per SM by default)
   size_t data_off;
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;

@@ -122,7 +122,7 @@ __device__ __forceinline__ char* ll_slot(const DeviceComm& c, int owner, int par
 __device__ __forceinline__ char* ll128_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
   const int idx = src < owner ? src : src - 1;
   return c.ws[owner] + c.ll128_off +
-         (((size_t)parity * c.data_blocks + b) * (c.world - 1) + idx) * c.ll128_slot_bytes;
+         (((size_t)parity * c.ll128_blocks + b) * (c.world - 1) + idx) * c.ll128_slot_bytes;
 }
 
 // CTA-wide step bookkeeping. Kernels may be launched with programmatic dependent launch

@@ -922,7 +922,7 @@ int main(int argc, char** argv) {
           auto c = make_comm_with(ids[20], "",
                                   {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
                                    {"ACTORCC_CUDA_LL_BLOCKS", "4"},
-                                   {"ACTORCC_CUDA_LL128_BYTES", "1081344"},  // 2 x 132 CTAs x 2 KiB (2 ranks)
+                                   {"ACTORCC_CUDA_LL128_BYTES", "1622016"},  // 2 x 396 CTAs x 2 KiB (2 ranks)
                                    {"ACTORCC_CUDA_LL128_LAG", "3"},
                                    {"ACTORCC_CUDA_LL128_MAX", "4194304"},
                                    {"ACTORCC_CUDA_LL_MAX", "65536"}});
@@ -966,11 +966,8 @@ int main(int argc, char** argv) {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll128", "oneshot_ll128", {},
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
-          {"ll128_lag2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_LAG", "2"}}, {1 << 20, 4 << 20, 16 << 20}},
-          {"ll128_t384", "oneshot_ll128", {{"ACTORCC_CUDA_THREADS", "384"}}, {1 << 20, 4 << 20, 16 << 20}},
-          {"ll128_b128", "oneshot_ll128", {{"ACTORCC_CUDA_BLOCKS", "128"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_ws24m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "25165824"}}, {4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_g2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "2"}}, {65536, 262144, 1 << 20}},
+          {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
+           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

@@ -63,8 +63,14 @@ class Communicator {
                  Stream stream = nullptr);
   void barrier(Stream stream = nullptr);
 
-  // Lets large or graph-captured calls on [ptr, ptr+bytes) skip the staging copy (CUDA
-  // backend; a no-op on the CPU backend). Collective: all ranks register in the same order.
+  // Maps [ptr, ptr+bytes) into every local peer (CUDA backend; a no-op on the CPU backend),
+  // so large all-reduces whose output lies in it skip the copy out of the workspace: the
+  // all-gather stores straight into each rank's output (2 ranks, from 32 MiB by default).
+  // Collective: all ranks register (and deregister) in the same order, and use a registered
+  // buffer at the same offset on every rank; a call whose ranks disagree fails with
+  // InvalidArgument on every rank before anything is stored into another rank's output.
+  // Memory must come from cudaMalloc (legacy IPC handles); other memory is accepted, logged,
+  // and served by the workspace path.
   void register_buffer(void* ptr, size_t bytes);
   void deregister_buffer(void* ptr);
 

@@ -346,8 +346,12 @@ class Communicator:
         self._host(self._c.host_barrier)
 
     def register_buffer(self, tensor_or_ptr, nbytes=None):
-        """Lets large or graph-captured calls on this buffer skip the staging copy (CUDA
-        backend; no-op on CPU). Collective: every rank registers in the same order."""
+        """Maps this buffer into every local peer (CUDA backend; no-op on CPU), so large
+        all-reduces whose output lies in it store the all-gather straight into each rank's
+        output. Collective: every rank registers (and deregisters) in the same order and uses
+        the buffer at the same offset; a call whose ranks disagree raises InvalidArgument on
+        every rank. Memory must come from cudaMalloc (PyTorch's default allocator, not
+        expandable segments); other memory is accepted and served by the workspace path."""
         if nbytes is None:
             ptr, nbytes = T.nbytes(tensor_or_ptr)
         else:

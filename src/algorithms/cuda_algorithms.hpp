@@ -39,6 +39,9 @@ struct Tuning {
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
   size_t ll128_lag = 1;
+  // Registered outputs (2 ranks): all-reduces from reg_pipe_min bytes take the pipelined
+  // two-shot, whose all-gather then writes straight into the peers' outputs.
+  size_t reg_pipe_min = 32 << 20;
   // Threads per LL128 CTA; with 3 CTAs of 256 per SM (ll128_blocks in DeviceComm) LL128
   // measured 0.6-1 us faster at 1-16 MiB than with one CTA of 512 (TUNING.md row 20).
   int ll128_threads = 256;
@@ -71,6 +74,10 @@ struct CallArgs {
   int root = 0;
   int coll = 0;      // actorcc::Collective, recorded with kernel errors
   cudaStream_t stream = nullptr;
+  // The pipelined two-shot's call descriptor (kernels/device_comm.cuh [desc]): every rank must
+  // compute the same value, or the call fails with kErrMismatch before writing into a peer.
+  unsigned long long desc = 0;
+  PeerPtrs direct;   // registered output: each peer's recv mapped here (else all nullptr)
 };
 
 size_t dtype_bytes(int dtype);

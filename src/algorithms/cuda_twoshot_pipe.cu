@@ -25,6 +25,14 @@
 // that later kernel). That is the
 // invariant of kernels/device_comm.cuh. Each element is folded once, by its owner, in rank
 // order: the same bits on every rank.
+//
+// Registered outputs (`direct`, CallArgs::direct): D stores the folded tile straight into every
+// peer's output, and C only waits for the peers' phase-1 flags (they order the peers' stores
+// into our output before our kernel ends, and keep the phase-0 slot reuse above); there is no
+// copy-out. Before its first flag every CTA stores the call descriptor into each peer's [desc]
+// word; after its first phase-0 wait it compares the peers' with its own, so a call whose ranks
+// used different registrations, offsets, counts, types or ops fails (kErrMismatch, naming the
+// peer) before any store into a peer's output.
 #include "algorithms/cuda_algorithms.hpp"
 #include "kernels/segment_tiles.cuh"
 #include "kernels/tile_reduce.cuh"
@@ -43,6 +51,27 @@ __device__ __forceinline__ void pipe_signal(const DeviceComm& c, int ph, unsigne
     }
   }
 }
+// Thread 0 compares every peer's call descriptor with ours (after a flag that follows it); the
+// whole CTA returns the verdict.
+__device__ __forceinline__ bool descriptors_agree(const DeviceComm& c, unsigned long long desc, int coll) {
+  __shared__ int s_same;
+  if (threadIdx.x == 0) {
+    int same = 1;
+    const volatile unsigned long long* d =
+        reinterpret_cast<const unsigned long long*>(c.ws[c.rank] + c.desc_off) + size_t(blockIdx.x) * kMaxRanks;
+    for (int q = 0; q < c.world && same; ++q)
+      if (q != c.rank && d[q] != desc) {
+        record_error(c, kErrMismatch, q, coll);
+        same = 0;
+      }
+    s_same = same;
+  }
+  __syncthreads();
+  const bool same = s_same != 0;
+  __syncthreads();
+  return same;
+}
+
 // Thread 0 waits until every peer's flag `ph` >= v; the whole CTA returns the verdict.
 __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll) {
   __shared__ int s_ok;
@@ -64,15 +93,21 @@ __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph,
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* out, size_t count, size_t seg,
-                                                  size_t tile, size_t ntiles, int coll) {
+                                                  size_t tile, size_t ntiles, unsigned long long desc,
+                                                  const __grid_constant__ PeerPtrs direct, int coll) {
   Step st = begin_steps(c);
   const int b = blockIdx.x, me = c.rank, W = c.world;
   const bool vec = aligned16(in) && aligned16(out) && (seg * sizeof(T)) % 16 == 0;
   T* out_own = out + me * seg;
   const SegmentTiles tiles{count, seg, tile};
+  const bool to_peers = direct.p[(me + 1) % W] != nullptr;
+  const PeerPtrs* dp = to_peers ? &direct : nullptr;
   bool failed = false;
   size_t prev_t = 0;
   bool have_prev = false;
+  if (threadIdx.x == 0 && b < ntiles)  // the descriptor precedes this CTA's first flag
+    for (int q = 0; q < W; ++q)
+      if (q != me) reinterpret_cast<unsigned long long*>(c.ws[q] + c.desc_off)[size_t(b) * kMaxRanks + me] = desc;
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
     // A: reduce-scatter pushes of this tile, then the phase-0 flag.
@@ -81,20 +116,22 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
     // C: the previous tile's all-gather (flag value = previous step + 1 = st.s).
     if (have_prev) {
       if (!pipe_wait(c, st, 1, st.s, coll)) { failed = true; break; }
-      copy_out_gathered(c, tiles, out, prev_t, par ^ 1, vec);
+      if (!to_peers) copy_out_gathered(c, tiles, out, prev_t, par ^ 1, vec);
     }
     // D: fold this tile and push the result to every peer; E: phase-1 flag.
     if (!pipe_wait(c, st, 0, st.s + 1, coll)) { failed = true; break; }
+    if (!have_prev && !descriptors_agree(c, desc, coll)) { failed = true; break; }
     {
       size_t lo, n = tiles.range(me, t, lo);
-      const size_t push_off = data_slot(c, me, par, b, 1, me) - c.ws[me];
+      const size_t push_off =
+          to_peers ? (me * seg + t * tile) * sizeof(T) : size_t(data_slot(c, me, par, b, 1, me) - c.ws[me]);
       // 2 ranks (the measured case): 2 words per thread per source in flight; more ranks: 1.
       if (W == 2)
         reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec,
-                                 true, push_off);
+                                 true, push_off, dp);
       else
         reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec, true,
-                           push_off);
+                           push_off, dp);
     }
     pipe_signal(c, 1, st.s + 1);
     prev_t = t;
@@ -102,7 +139,8 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
     ++st.s;
   }
   if (!failed && have_prev) {
-    if (pipe_wait(c, st, 1, st.s, coll)) copy_out_gathered(c, tiles, out, prev_t, static_cast<int>((st.s - 1) & 1), vec);
+    if (pipe_wait(c, st, 1, st.s, coll) && !to_peers)
+      copy_out_gathered(c, tiles, out, prev_t, static_cast<int>((st.s - 1) & 1), vec);
   }
   end_steps(c, st);
 }
@@ -120,7 +158,8 @@ cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const C
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
-                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, a.coll);
+                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, a.desc,
+                      a.direct, a.coll);
   });
   return e;
 }

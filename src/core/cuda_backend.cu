@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "core/backend.hpp"
 #include "transport/ipc/driver_api.hpp"
+#include "transport/ipc/registered_buffers.hpp"
 #include "transport/ipc/workspace.hpp"
 
 namespace actorcc {
@@ -101,7 +102,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -111,7 +112,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.algo;
+        a.tune.reg_pipe_min >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -151,6 +152,8 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
   a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
+  // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
+  a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
   a.ll128_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL128_BLOCKS", 0)));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
@@ -244,7 +247,8 @@ class CudaBackend final : public BackendImpl {
     d.rank = ctx.rank;
     d.world = W;
     d.flags_off = 0;
-    d.ll_off = cuda::flags_bytes();
+    d.desc_off = cuda::flags_bytes();
+    d.ll_off = d.desc_off + cuda::desc_bytes();
     d.ll_blocks = agreed_.ll_blocks;
     d.ll_slot_bytes = agreed_.ll_slot_bytes;
     d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
@@ -353,7 +357,13 @@ class CudaBackend final : public BackendImpl {
     cudaError_t e = cudaSuccess;
     switch (a.coll) {
       case Collective::AllReduce: {
-        Algo algo = pick(a.coll, a.count * dtype_size(a.dtype));
+        const size_t bytes = a.count * dtype_size(a.dtype);
+        Algo algo = pick(a.coll, bytes);
+        // A registered output: large calls take the pipe, whose all-gather then stores into
+        // the peers' outputs directly (no copy out of the workspace).
+        const auto* reg = registered_.find(a.recv, bytes);
+        if (reg && forced_ == Algo::Other && ctx_.world == 2 && bytes >= agreed_.tune.reg_pipe_min) algo = Algo::Pipe;
+        describe_call(ca, reg, bytes);
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
@@ -371,11 +381,22 @@ class CudaBackend final : public BackendImpl {
     have_last_ = true;
   }
 
-  // Nothing needs registering: every kernel reads the user's input and writes the user's output
-  // directly (the input is pushed to the peers by the kernel itself); only the workspace,
-  // shared once at setup, is ever addressed by another rank. Registration is accepted and ignored.
-  void register_buffer(void*, size_t) override {}
-  void deregister_buffer(void*) override {}
+  // Registered outputs let the pipelined two-shot's all-gather store into the peers' outputs
+  // (transport/ipc/registered_buffers.hpp); everything else reads and writes user buffers
+  // directly anyway. Both calls are collective.
+  void register_buffer(void* ptr, size_t bytes) override {
+    if (ctx_.world == 1) return;
+    DeviceGuard guard(device_);
+    registered_.add(ctx_, ptr, bytes);
+  }
+  void deregister_buffer(void* ptr) override {
+    if (ctx_.world == 1) return;
+    DeviceGuard guard(device_);
+    // Our kernels may still store into the peers' buffers; every rank syncs before the
+    // all-gather inside remove(), so after it no kernel anywhere uses the mappings.
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (deregister_buffer)");
+    registered_.remove(ctx_, ptr);
+  }
 
  private:
   // Rejects a buffer this device's kernels cannot address (plain host memory, another GPU's
@@ -417,6 +438,12 @@ class CudaBackend final : public BackendImpl {
     if (code == cuda::kErrTimeout)
       ctx_.abort->raise(peer, ErrorCode::Timeout,
                         "CUDA " + what + " timed out after " + ms + " ms waiting for rank " + std::to_string(peer));
+    else if (code == cuda::kErrMismatch)
+      ctx_.abort->raise(peer, ErrorCode::InvalidArgument,
+                        "CUDA " + what + ": rank " + std::to_string(peer) +
+                            " called it with a different count, type or op, or with an output that is not the "
+                            "same registered buffer at the same offset (and alignment) as rank " +
+                            std::to_string(ctx_.rank) + "'s; nothing was written into another rank's output");
     else
       ctx_.abort->raise(peer, ErrorCode::Remote, "CUDA " + what + " stopped: the group was aborted");
     ctx_.abort->rethrow();
@@ -442,6 +469,26 @@ class CudaBackend final : public BackendImpl {
     ck(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent");
   }
 
+  // The pipelined two-shot's call descriptor (equal on every rank for a well-formed call) and,
+  // for a registered output, where each peer's output is mapped here.
+  static void describe_call(cuda::CallArgs& ca, const ipc::RegisteredBuffers::Entry* reg, size_t bytes) {
+    auto mix = [](unsigned long long x) {  // splitmix64 finalizer
+      x ^= x >> 30;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 27;
+      x *= 0x94d049bb133111ebull;
+      return x ^ (x >> 31);
+    };
+    unsigned long long h = mix(bytes ^ (static_cast<unsigned long long>(ca.dtype) << 48) ^
+                               (static_cast<unsigned long long>(ca.op) << 56));
+    if (reg) {
+      const size_t off = static_cast<const char*>(ca.recv) - reg->local;
+      h = mix(h ^ mix(reg->id) ^ (off << 4) ^ (reinterpret_cast<uintptr_t>(ca.recv) & 15));
+      for (size_t q = 0; q < reg->peer.size(); ++q) ca.direct.p[q] = reg->peer[q] + off;
+    }
+    ca.desc = h | 1;  // never 0, the value of a word no call has written
+  }
+
   void run_single(const CollArgs& a, cudaStream_t s) {
     if (a.coll == Collective::Barrier) return;
     size_t bytes = a.count * dtype_size(a.dtype);  // every collective of one rank is a copy
@@ -456,6 +503,7 @@ class CudaBackend final : public BackendImpl {
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<DeviceBuffer> counters_;
   std::unique_ptr<ipc::SharedWorkspace> ws_;
+  ipc::RegisteredBuffers registered_;
   cudaEvent_t order_event_ = nullptr;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;

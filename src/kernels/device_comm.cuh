@@ -6,6 +6,10 @@
 //   [flags]  uint64 flags[2 phases][kMaxBlocks][kMaxRanks]: flags[ph][b][src] is written by rank
 //            src's CTA b (st.release.sys) with value step+1 once its data for that step and phase
 //            is in place; only ever increases, so readers compare with >=.
+//   [desc]   uint64 desc[kMaxBlocks][kMaxRanks]: the pipelined two-shot's call descriptor
+//            (registration, offset, count, dtype, op) that rank src's CTA b stores before its
+//            first flag of a call, so the receiving CTA can refuse a call whose ranks disagree
+//            before anything is written into a peer's output.
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
 //            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
 //   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
@@ -35,6 +39,7 @@ struct DeviceComm {
   int* error;                     // host-mapped [4]: code, peer, collective, _
   unsigned long long timeout_ns;  // bound on any single wait
   size_t flags_off;
+  size_t desc_off;
   size_t ll_off;
   size_t ll_slot_bytes;           // per (parity, block, src), LL lines
   int ll_blocks;
@@ -52,7 +57,15 @@ struct DeviceComm {
 };
 
 // Error codes the kernels leave in error[0].
-enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2 };
+enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2, kErrMismatch = 3 };
+
+// Where each peer's copy of this call's output starts, mapped here (registered buffers), passed
+// by value to the kernels that write peers' outputs directly; nullptr entries: not registered.
+struct PeerPtrs {
+  char* p[kMaxRanks] = {};
+};
+
+inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
 

@@ -1,7 +1,8 @@
 // Reduction of one tile held in `world` places: this rank's own input (user memory) and the
 // peers' pushed copies in this rank's workspace slots (slot for rank k at slot0 + k*stride).
 // Optionally (`push`) the result is also stored into every peer at the same workspace offset
-// `push_off` (their slot for this rank). Inputs are folded in rank order: same bits on every
+// `push_off` (their slot for this rank), or, given `direct`, at byte `push_off` of
+// direct->p[peer] (the peer's own output: registered buffers). Inputs are folded in rank order: same bits on every
 // rank.
 #pragma once
 #include "kernels/primitives.cuh"
@@ -14,7 +15,8 @@ namespace actorcc::cuda {
 // pipelined two-shot uses 2 on 2 ranks). Then at most U - 1 single words, then a scalar tail.
 template <typename T, typename Op, int R = kMaxRanks, int U = 1>
 __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__ out, const T* own, const char* slot0,
-                                            size_t stride, size_t n, bool vec, bool push, size_t push_off) {
+                                            size_t stride, size_t n, bool vec, bool push, size_t push_off,
+                                            const PeerPtrs* direct = nullptr) {
   static_assert(R >= 1 && R <= kMaxRanks && U >= 1);
   const int me = c.rank, W = c.world;
   const unsigned tid = threadIdx.x, nthr = blockDim.x;
@@ -30,7 +32,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
     for (int k = 1; k < R; ++k)
       if (k < W) {
         const int q = me + k < W ? me + k : me + k - W;
-        *reinterpret_cast<uint4*>(c.ws[q] + push_off + i * 16) = r;
+        *reinterpret_cast<uint4*>((direct ? direct->p[q] : c.ws[q]) + push_off + i * 16) = r;
       }
   };
   size_t i = tid;
@@ -61,7 +63,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
     if (push)
       for (int k = 1; k < W; ++k) {
         const int q = me + k < W ? me + k : me + k - W;
-        reinterpret_cast<T*>(c.ws[q] + push_off)[e] = r;
+        reinterpret_cast<T*>((direct ? direct->p[q] : c.ws[q]) + push_off)[e] = r;
       }
   }
 }

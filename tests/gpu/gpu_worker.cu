@@ -751,6 +751,32 @@ std::unique_ptr<Communicator> make_comm_with(const std::string& id, const std::s
   return c;
 }
 
+// Rank 1 passes an output that is not the registered buffer rank 0 uses: the pipe must refuse
+// the call on both ranks (InvalidArgument at the next call, naming the registration) rather
+// than store into memory rank 1 did not offer, and nothing may hang.
+void test_registration_mismatch(const std::string& id) {
+  ++g_cases;
+  auto c = make_comm(id, "twoshot_pipe");
+  c->register_buffer(d_b, g_buf_bytes + 4096);
+  char* other = nullptr;
+  const size_t n = 1 << 20;
+  CK(cudaMalloc(&other, n * sizeof(float)));
+  try {
+    c->all_reduce(d_a, g_rank == 1 ? other : d_b, n, DataType::Float32, RedOp::Sum, g_stream);
+    cudaStreamSynchronize(g_stream);
+    c->all_reduce(d_a, d_b, 1024, DataType::Float32, RedOp::Sum, g_stream);
+    cudaStreamSynchronize(g_stream);
+    fail("registration mismatch: no error");
+  } catch (const InvalidArgument& e) {
+    if (std::string(e.what()).find("registered") == std::string::npos) fail(std::string("unclear mismatch error: ") + e.what());
+    else if (g_rank == 0) std::printf("registration mismatch: %s\n", e.what());
+  } catch (const std::exception& e) {
+    fail(std::string("registration mismatch: wrong error: ") + e.what());
+  }
+  cudaGetLastError();
+  cudaFree(other);
+}
+
 }  // namespace
 
 // ---- all-reduce sweeps ----------------------------------------------------------------------
@@ -935,6 +961,38 @@ int main(int argc, char** argv) {
           test_back_to_back(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
+        // 5. registered outputs: the pipe (16 KiB tiles: many direct all-gather tiles per CTA)
+        //    storing straight into the peers' outputs, forced over every dtype x op, in place,
+        //    misaligned, graph x300; then the planner (registered calls from 1 MiB take it)
+        //    mixed with LL / LL128; then deregistration (the workspace path again).
+        {
+          auto c = make_comm_with(ids[21], "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
+          c->register_buffer(d_a, g_buf_bytes + 4096);
+          c->register_buffer(d_b, g_buf_bytes + 4096);
+          std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
+          if (!quick) sizes.push_back((8u << 20) + 1);
+          allreduce_sweep(
+              *c, "pipe_registered", sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
+              [](size_t n) { return n == 17 || n == 65537; });
+          test_graph(*c, quick ? 100 : 300);
+          test_back_to_back(*c, quick ? 100 : 300);
+          c->deregister_buffer(d_b);
+          test_allreduce(*c, "pipe_deregistered", DataType::Float32, RedOp::Sum, 300001, false, 0, seed++);
+          c->deregister_buffer(d_a);
+          if (g_rank == 0) std::printf("all_reduce[pipe_registered]: total %ld cases, %ld failures\n", g_cases, g_fail);
+        }
+        {
+          auto c = make_comm_with(ids[22], "", {{"ACTORCC_CUDA_REG_PIPE_MIN", "1048576"}});
+          c->register_buffer(d_a, g_buf_bytes + 4096);
+          c->register_buffer(d_b, g_buf_bytes + 4096);
+          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
+          if (!quick) sizes.push_back((8u << 20) + 1);
+          allreduce_sweep(*c, "auto_registered", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
+          test_graph(*c, quick ? 100 : 300);
+          test_back_to_back(*c, quick ? 100 : 300);
+          if (g_rank == 0) std::printf("all_reduce[auto_registered mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+        }
+        test_registration_mismatch(ids[23]);
       }
     }
     if ((do_bench || bench_only) && !stall && g_world > 1) {
@@ -974,6 +1032,15 @@ int main(int argc, char** argv) {
         if (id >= ids.size()) continue;
         auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);
+      }
+      // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned
+      for (int planned = 0; planned < 2 && ids.size() > 31; ++planned) {
+        auto c = make_comm(ids[30 + planned], planned ? "" : "twoshot_pipe");
+        c->register_buffer(d_a, g_buf_bytes + 4096);
+        c->register_buffer(d_b, g_buf_bytes + 4096);
+        bench(*c, planned ? "auto_reg" : "pipe_reg", {4 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20, G});
+        c->deregister_buffer(d_b);
+        c->deregister_buffer(d_a);
       }
     }
     if (timeout_test && g_world > 1 && ids.size() > 18) {

@@ -41,6 +41,7 @@ DriverApi load() {
   ok &= resolve(d.cuMemSetAccess, "cuMemSetAccess", d.error);
   ok &= resolve(d.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", d.error);
   ok &= resolve(d.cuDeviceGet, "cuDeviceGet", d.error);
+  ok &= resolve(d.cuMemGetAddressRange, "cuMemGetAddressRange", d.error);
   d.ok = ok;
   return d;
 }

@@ -22,6 +22,7 @@ struct DriverApi {
   CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
   CUresult (*cuMemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
 
   bool ok = false;       // every entry above resolved
   std::string error;     // why not, when !ok

@@ -1,0 +1,141 @@
+#include "transport/ipc/registered_buffers.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "actorcc/error.hpp"
+#include "common/deadline.hpp"
+#include "common/log.hpp"
+#include "transport/ipc/driver_api.hpp"
+
+namespace actorcc::ipc {
+namespace {
+
+std::string to_hex(const void* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char b = static_cast<const unsigned char*>(p)[i];
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+std::string from_hex(const std::string& s) {
+  std::string out(s.size() / 2, '\0');
+  auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(val(s[2 * i]) << 4 | val(s[2 * i + 1]));
+  return out;
+}
+
+// Every rank's status word ("ok ..." or "<kind> <why>"); ranks whose word starts with `kind`.
+std::string ranks_with(const std::vector<std::string>& all, const std::string& kind) {
+  std::string out;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].rfind(kind + " ", 0) == 0) out += " rank " + std::to_string(r) + ": " + all[r].substr(kind.size() + 1) + ";";
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<LegacyRegion> RegisteredBuffers::open(int rank, const std::string& handle, size_t size) {
+  auto key = std::make_pair(rank, handle);
+  if (auto it = opened_.find(key); it != opened_.end())
+    if (auto live = it->second.lock()) return live;
+  auto region = std::make_shared<LegacyRegion>(LegacyRegion::open(handle.data(), size));
+  opened_[key] = region;
+  return region;
+}
+
+void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
+  const int me = ctx.rank, W = ctx.world;
+  const Deadline dl = Deadline::after(ctx.options.timeout);
+  char* p = static_cast<char*>(ptr);
+  // 1. This rank's buffer: overlap with an entry (a caller error), or its allocation's handle.
+  std::string mine;
+  for (const auto& e : entries_)
+    if (p < e.local + e.bytes && e.local < p + bytes) mine = "bad the buffer overlaps a registered one";
+  if (mine.empty()) {
+    try {
+      const auto& d = DriverApi::get();
+      if (!d.ok) throw CudaError("CUDA driver API unavailable: " + d.error);
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      d.check(d.cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)), "cuMemGetAddressRange");
+      if (reinterpret_cast<CUdeviceptr>(p + bytes) > base + size) throw CudaError("the range runs past its allocation");
+      cudaIpcMemHandle_t h;
+      cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        throw CudaError(std::string("cudaIpcGetMemHandle: ") + cudaGetErrorString(e) +
+                        " (not cudaMalloc memory, e.g. a VMM or expandable segment)");
+      }
+      std::ostringstream os;
+      os << "ok " << to_hex(&h, sizeof h) << ' ' << (reinterpret_cast<CUdeviceptr>(ptr) - base) << ' ' << size;
+      mine = os.str();
+    } catch (const std::exception& e) {
+      mine = std::string("no ") + e.what();
+    }
+  }
+  auto all = ctx.bootstrap->allgather(mine, dl);
+  if (auto bad = ranks_with(all, "bad"); !bad.empty())
+    throw InvalidArgument("rank " + std::to_string(me) + ": register_buffer failed on" + bad, me);
+  Entry en;
+  en.id = next_id_++;
+  en.local = p;
+  en.bytes = bytes;
+  en.peer.assign(W, nullptr);
+  en.peer[me] = p;
+  std::string why = ranks_with(all, "no");
+  // 2. Map every peer's allocation; all-gather the outcome so every rank agrees on `usable`.
+  if (why.empty()) {
+    std::string opened = "ok";
+    try {
+      for (int q = 0; q < W; ++q) {
+        if (q == me) continue;
+        std::istringstream is(all[q].substr(3));
+        std::string hex;
+        size_t off = 0, size = 0;
+        is >> hex >> off >> size;
+        auto region = open(q, from_hex(hex), size);
+        en.peer[q] = static_cast<char*>(region->ptr()) + off;
+        en.maps.push_back(std::move(region));
+      }
+    } catch (const std::exception& e) {
+      opened = std::string("no ") + e.what();
+    }
+    auto all2 = ctx.bootstrap->allgather(opened, dl);
+    why = ranks_with(all2, "no");
+  }
+  en.usable = why.empty();
+  if (!en.usable) {
+    en.maps.clear();
+    en.peer.assign(W, nullptr);
+    if (me == 0)
+      LOG_WARN("rank 0: registered buffer #" << en.id << " cannot be mapped by every rank, so calls on it use the "
+                                             << "workspace path:" << why);
+  }
+  entries_.push_back(std::move(en));
+}
+
+void RegisteredBuffers::remove(GroupContext& ctx, void* ptr) {
+  const int me = ctx.rank;
+  size_t k = 0;
+  while (k < entries_.size() && entries_[k].local != ptr) ++k;
+  const std::string mine = k < entries_.size() ? "ok" : "bad the pointer is not a registered buffer";
+  auto all = ctx.bootstrap->allgather(mine, Deadline::after(ctx.options.timeout));
+  if (auto bad = ranks_with(all, "bad"); !bad.empty())
+    throw InvalidArgument("rank " + std::to_string(me) + ": deregister_buffer failed on" + bad, me);
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(k));
+}
+
+const RegisteredBuffers::Entry* RegisteredBuffers::find(const void* p, size_t bytes) const {
+  const char* c = static_cast<const char*>(p);
+  for (const auto& e : entries_)
+    if (e.usable && c >= e.local && c + bytes <= e.local + e.bytes) return &e;
+  return nullptr;
+}
+
+}  // namespace actorcc::ipc

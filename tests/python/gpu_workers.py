@@ -101,3 +101,42 @@ def two_groups(rank, world, uid_a, uid_b):
     a.close()
     b.close()
     return ok
+
+
+def registered(rank, world, uid):
+    """Registered torch outputs (the pipe's all-gather stores into the peers' outputs from
+    32 MiB on 2 ranks): fresh inputs per trial, poisoned outputs, in place and into `out`,
+    exact integer-valued float32 sums; then deregistered, the workspace path again."""
+    import torch
+    torch.cuda.set_device(0)
+    fails = []
+    n = (40 << 20) // 4 + 3  # 40 MiB + 12 bytes of float32
+    with actorcc.Communicator(uid, rank, world, timeout=60) as comm:
+        x = torch.empty(n, device="cuda")
+        y = torch.empty(n, device="cuda")
+        comm.register_buffer(x)
+        comm.register_buffer(y)
+        idx = torch.arange(n, device="cuda", dtype=torch.int64)
+
+        def data(r, trial):
+            return ((idx * (r + 3) + r + 7 * trial) % 1001 - 500).to(torch.float32)
+
+        for trial in range(3):
+            want = sum(data(r, trial) for r in range(world))
+            x.copy_(data(rank, trial))
+            y.fill_(float("nan"))
+            comm.all_reduce(x, out=y)
+            comm.all_reduce(x)
+            torch.cuda.synchronize()
+            if not torch.equal(y, want):
+                fails.append(f"registered out= trial {trial}: {int((y != want).sum())} wrong")
+            if not torch.equal(x, want):
+                fails.append(f"registered in place trial {trial}: {int((x != want).sum())} wrong")
+        comm.deregister_buffer(y)
+        comm.deregister_buffer(x)
+        x.copy_(data(rank, 9))
+        comm.all_reduce(x)
+        torch.cuda.synchronize()
+        if not torch.equal(x, sum(data(r, 9) for r in range(world))):
+            fails.append("after deregistration")
+    return fails

@@ -34,3 +34,11 @@ def test_two_groups_on_gpus(uid):
     res = run_ranks(world, gpu_workers.two_groups, uid, uid_b, timeout=300,
                     env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r % NGPU)})
     assert all(values(res))
+
+
+@pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs")
+def test_registered_torch_outputs(uid):
+    res = run_ranks(2, gpu_workers.registered, uid, timeout=300,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r)})
+    for r, fails in enumerate(values(res)):
+        assert not fails, f"rank {r}: {fails}"

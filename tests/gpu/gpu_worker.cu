@@ -1,6 +1,6 @@
 // gpu_worker: one rank of the GPU test tier (public API only, like a user's actor). Started by
 // gpu_launch, which passes ACTORCC_TEST_RANK / _WORLD / _IDS (comma-separated UniqueIds).
-//   gpu_worker [--quick] [--no-bench] [--bench-only] [--timeout-test] [--stall-test]
+//   gpu_worker [--quick] [--no-bench] [--bench-only] [--timeout-test] [--stall-test] [--registered-only]
 // Tests: every collective x dtype x op, sizes from 1 element to 64 MiB with odd counts, fresh
 // inputs per case, poisoned outputs with guard bytes, in place and out of place, aligned and
 // element-misaligned pointers, each all-reduce algorithm forced and the planner's choice; a
@@ -803,8 +803,44 @@ bool large_only_sum_avg(DataType, RedOp op, size_t n) {
   return n <= (2u << 20) || op == RedOp::Sum || op == RedOp::Avg;
 }
 
+// Registered outputs: the pipe (16 KiB tiles: many direct all-gather tiles per CTA) storing
+// straight into the peers' outputs, forced over every dtype x op, in place, misaligned, graph
+// x300; then the planner (registered calls from 1 MiB take it) mixed with LL / LL128; then
+// deregistration (the workspace path again); then a call whose ranks disagree.
+void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t& seed) {
+  {
+    auto c = make_comm_with(ids[21], "twoshot_pipe",
+                            {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
+    c->register_buffer(d_a, g_buf_bytes + 4096);
+    c->register_buffer(d_b, g_buf_bytes + 4096);
+    std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
+    if (!quick) sizes.push_back((8u << 20) + 1);
+    allreduce_sweep(
+        *c, "pipe_registered", sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
+        [](size_t n) { return n == 17 || n == 65537; });
+    test_graph(*c, quick ? 100 : 300);
+    test_back_to_back(*c, quick ? 100 : 300);
+    c->deregister_buffer(d_b);
+    test_allreduce(*c, "pipe_deregistered", DataType::Float32, RedOp::Sum, 300001, false, 0, seed++);
+    c->deregister_buffer(d_a);
+    if (g_rank == 0) std::printf("all_reduce[pipe_registered]: total %ld cases, %ld failures\n", g_cases, g_fail);
+  }
+  {
+    auto c = make_comm_with(ids[22], "", {{"ACTORCC_CUDA_REG_PIPE_MIN", "1048576"}});
+    c->register_buffer(d_a, g_buf_bytes + 4096);
+    c->register_buffer(d_b, g_buf_bytes + 4096);
+    std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
+    if (!quick) sizes.push_back((8u << 20) + 1);
+    allreduce_sweep(*c, "auto_registered", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
+    test_graph(*c, quick ? 100 : 300);
+    test_back_to_back(*c, quick ? 100 : 300);
+    if (g_rank == 0) std::printf("all_reduce[auto_registered mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+  }
+  test_registration_mismatch(ids[23]);
+}
+
 int main(int argc, char** argv) {
-  bool quick = false, do_bench = true, bench_only = false, timeout_test = false, stall = false;
+  bool quick = false, do_bench = true, bench_only = false, timeout_test = false, stall = false, reg_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
@@ -812,6 +848,7 @@ int main(int argc, char** argv) {
     else if (a == "--bench-only") bench_only = true;
     else if (a == "--timeout-test") timeout_test = true;
     else if (a == "--stall-test") stall = true;
+    else if (a == "--registered-only") reg_only = true;
   }
   const char* r = std::getenv("ACTORCC_TEST_RANK");
   const char* w = std::getenv("ACTORCC_TEST_WORLD");
@@ -853,7 +890,8 @@ int main(int argc, char** argv) {
         stall_test(*c, vs[k].label, vs[k].bytes, {0, 300, 1000, 3000, 0});
       }
     }
-    if (!bench_only && !stall) {
+    if (reg_only && g_world > 1) registered_groups(ids, true, seed);
+    if (!bench_only && !stall && !reg_only) {
       // 1. the planner's choice, every dtype x op, sizes across every algorithm's range
       {
         auto c = make_comm(ids[0], "");
@@ -961,38 +999,7 @@ int main(int argc, char** argv) {
           test_back_to_back(*c, quick ? 100 : 300);
           if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 5. registered outputs: the pipe (16 KiB tiles: many direct all-gather tiles per CTA)
-        //    storing straight into the peers' outputs, forced over every dtype x op, in place,
-        //    misaligned, graph x300; then the planner (registered calls from 1 MiB take it)
-        //    mixed with LL / LL128; then deregistration (the workspace path again).
-        {
-          auto c = make_comm_with(ids[21], "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
-          c->register_buffer(d_a, g_buf_bytes + 4096);
-          c->register_buffer(d_b, g_buf_bytes + 4096);
-          std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
-          if (!quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(
-              *c, "pipe_registered", sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
-              [](size_t n) { return n == 17 || n == 65537; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
-          c->deregister_buffer(d_b);
-          test_allreduce(*c, "pipe_deregistered", DataType::Float32, RedOp::Sum, 300001, false, 0, seed++);
-          c->deregister_buffer(d_a);
-          if (g_rank == 0) std::printf("all_reduce[pipe_registered]: total %ld cases, %ld failures\n", g_cases, g_fail);
-        }
-        {
-          auto c = make_comm_with(ids[22], "", {{"ACTORCC_CUDA_REG_PIPE_MIN", "1048576"}});
-          c->register_buffer(d_a, g_buf_bytes + 4096);
-          c->register_buffer(d_b, g_buf_bytes + 4096);
-          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
-          if (!quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(*c, "auto_registered", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
-          if (g_rank == 0) std::printf("all_reduce[auto_registered mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
-        }
-        test_registration_mismatch(ids[23]);
+        registered_groups(ids, quick, seed);
       }
     }
     if ((do_bench || bench_only) && !stall && g_world > 1) {

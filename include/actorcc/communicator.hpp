@@ -70,7 +70,8 @@ class Communicator {
   // buffer at the same offset on every rank; a call whose ranks disagree fails with
   // InvalidArgument on every rank before anything is stored into another rank's output.
   // Memory must come from cudaMalloc (legacy IPC handles); other memory is accepted, logged,
-  // and served by the workspace path.
+  // and served by the workspace path. Deregister (collectively) before freeing the memory, as
+  // with NCCL's ncclCommDeregister: a freed and reused address would still count as registered.
   void register_buffer(void* ptr, size_t bytes);
   void deregister_buffer(void* ptr);
 

@@ -72,6 +72,8 @@ class Communicator {
   // Memory must come from cudaMalloc (legacy IPC handles); other memory is accepted, logged,
   // and served by the workspace path. Deregister (collectively) before freeing the memory, as
   // with NCCL's ncclCommDeregister: a freed and reused address would still count as registered.
+  // A CUDA graph captured while a buffer was registered keeps the peers' mapped addresses, so it
+  // must not be replayed after the buffer is deregistered.
   void register_buffer(void* ptr, size_t bytes);
   void deregister_buffer(void* ptr);
 

@@ -351,7 +351,9 @@ class Communicator:
         output. Collective: every rank registers (and deregisters) in the same order and uses
         the buffer at the same offset; a call whose ranks disagree raises InvalidArgument on
         every rank. Memory must come from cudaMalloc (PyTorch's default allocator, not
-        expandable segments); other memory is accepted and served by the workspace path."""
+        expandable segments); other memory is accepted and served by the workspace path.
+        Deregister before freeing the memory, and do not replay a CUDA graph captured with the
+        buffer registered after deregistering it."""
         if nbytes is None:
             ptr, nbytes = T.nbytes(tensor_or_ptr)
         else:

@@ -803,6 +803,23 @@ bool large_only_sum_avg(DataType, RedOp op, size_t n) {
   return n <= (2u << 20) || op == RedOp::Sum || op == RedOp::Avg;
 }
 
+// The planner-mixed groups' common sweep (sizes from LL to above 1 MiB; 8 Mi+1 elements unless
+// quick), then a graph and back-to-back rounds.
+void mixed_sweep(Communicator& c, const std::string& name, bool quick, uint64_t& seed) {
+  std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
+  if (!quick) sizes.push_back((8u << 20) + 1);
+  allreduce_sweep(c, name, sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
+  test_graph(c, quick ? 100 : 300);
+  test_back_to_back(c, quick ? 100 : 300);
+  if (g_rank == 0) std::printf("all_reduce[%s mixed]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
+}
+
+// Registers the worker's input and output buffers (whole allocations) with c.
+void register_test_buffers(Communicator& c) {
+  c.register_buffer(d_a, g_buf_bytes + 4096);
+  c.register_buffer(d_b, g_buf_bytes + 4096);
+}
+
 // Registered outputs: the pipe (16 KiB tiles: many direct all-gather tiles per CTA) storing
 // straight into the peers' outputs, forced over every dtype x op, in place, misaligned, graph
 // x300; then the planner (registered calls from 1 MiB take it) mixed with LL / LL128; then
@@ -811,8 +828,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
   {
     auto c = make_comm_with(ids[21], "twoshot_pipe",
                             {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
-    c->register_buffer(d_a, g_buf_bytes + 4096);
-    c->register_buffer(d_b, g_buf_bytes + 4096);
+    register_test_buffers(*c);
     std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
     if (!quick) sizes.push_back((8u << 20) + 1);
     allreduce_sweep(
@@ -827,14 +843,8 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
   }
   {
     auto c = make_comm_with(ids[22], "", {{"ACTORCC_CUDA_REG_PIPE_MIN", "1048576"}});
-    c->register_buffer(d_a, g_buf_bytes + 4096);
-    c->register_buffer(d_b, g_buf_bytes + 4096);
-    std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
-    if (!quick) sizes.push_back((8u << 20) + 1);
-    allreduce_sweep(*c, "auto_registered", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-    test_graph(*c, quick ? 100 : 300);
-    test_back_to_back(*c, quick ? 100 : 300);
-    if (g_rank == 0) std::printf("all_reduce[auto_registered mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+    register_test_buffers(*c);
+    mixed_sweep(*c, "auto_registered", quick, seed);
   }
   test_registration_mismatch(ids[23]);
 }
@@ -992,12 +1002,7 @@ int main(int argc, char** argv) {
                                    {"ACTORCC_CUDA_LL_MAX", "65536"}});
           if (g_rank == 0)
             std::printf("plan(all_reduce, 1 MiB) with small LL128 slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
-          std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
-          if (!quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(*c, "ll128_small", sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
-          if (g_rank == 0) std::printf("all_reduce[ll128_small mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
+          mixed_sweep(*c, "ll128_small", quick, seed);
         }
         registered_groups(ids, quick, seed);
       }
@@ -1043,8 +1048,7 @@ int main(int argc, char** argv) {
       // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned
       for (int planned = 0; planned < 2 && ids.size() > 31; ++planned) {
         auto c = make_comm(ids[30 + planned], planned ? "" : "twoshot_pipe");
-        c->register_buffer(d_a, g_buf_bytes + 4096);
-        c->register_buffer(d_b, g_buf_bytes + 4096);
+        register_test_buffers(*c);
         bench(*c, planned ? "auto_reg" : "pipe_reg", {4 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20, G});
         c->deregister_buffer(d_b);
         c->deregister_buffer(d_a);

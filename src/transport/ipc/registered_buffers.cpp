@@ -9,26 +9,10 @@
 #include "common/deadline.hpp"
 #include "common/log.hpp"
 #include "transport/ipc/driver_api.hpp"
+#include "transport/ipc/hex.hpp"
 
 namespace actorcc::ipc {
 namespace {
-
-std::string to_hex(const void* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char b = static_cast<const unsigned char*>(p)[i];
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
-}
-std::string from_hex(const std::string& s) {
-  std::string out(s.size() / 2, '\0');
-  auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(val(s[2 * i]) << 4 | val(s[2 * i + 1]));
-  return out;
-}
 
 // Every rank's status word ("ok ..." or "<kind> <why>"); ranks whose word starts with `kind`.
 std::string ranks_with(const std::vector<std::string>& all, const std::string& kind) {
@@ -99,7 +83,10 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
         std::string hex;
         size_t off = 0, size = 0;
         is >> hex >> off >> size;
-        auto region = open(q, from_hex(hex), size);
+        std::string handle(sizeof(cudaIpcMemHandle_t), '\0');
+        if (!from_hex(hex, handle.data(), handle.size()))
+          throw SystemError("malformed cudaIpc handle from rank " + std::to_string(q));
+        auto region = open(q, handle, size);
         en.peer[q] = static_cast<char*>(region->ptr()) + off;
         en.maps.push_back(std::move(region));
       }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "transport/ipc/hex.hpp"
 #include "transport/ipc/uds.hpp"
 
 namespace actorcc::ipc {
@@ -40,23 +41,6 @@ void zero(void* p, size_t n) {
     cudaGetLastError();
     throw CudaError(std::string("zeroing the workspace: ") + cudaGetErrorString(e));
   }
-}
-
-std::string to_hex(const void* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    uint8_t b = static_cast<const uint8_t*>(p)[i];
-    s += d[b >> 4];
-    s += d[b & 15];
-  }
-  return s;
-}
-bool from_hex(const std::string& s, void* out, size_t n) {
-  if (s.size() != 2 * n) return false;
-  auto v = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
-  for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v(s[2 * i]) << 4 | v(s[2 * i + 1]));
-  return true;
 }
 
 }  // namespace

@@ -85,8 +85,10 @@ class Communicator {
   void abort(const std::string& reason = "abort() called");
   bool aborted() const noexcept;
 
-  // Which algorithm the planner would pick (for tools and tests).
-  std::string plan(Collective c, size_t bytes) const;
+  // Which algorithm the planner would pick for a call of `bytes` (for tools and tests);
+  // `registered_output`: for a call whose output lies in a registered buffer (register_buffer),
+  // which large all-reduces route differently.
+  std::string plan(Collective c, size_t bytes, bool registered_output = false) const;
 
   struct Impl;
 

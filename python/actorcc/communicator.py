@@ -199,9 +199,11 @@ class Communicator:
     def aborted(self):
         return self._c.aborted
 
-    def plan(self, collective, nbytes):
-        """Name of the algorithm the planner would pick for `collective` of `nbytes`."""
-        return self._c.plan(collective, int(nbytes))
+    def plan(self, collective, nbytes, registered=False):
+        """Name of the algorithm the planner would pick for `collective` of `nbytes`;
+        `registered=True`: for a call whose output lies in a buffer passed to
+        register_buffer (large all-reduces then take another route)."""
+        return self._c.plan(collective, int(nbytes), bool(registered))
 
     def __repr__(self):
         return (f"<actorcc.Communicator rank {self._rank}/{self._world} backend={self._c.backend} "

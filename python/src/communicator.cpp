@@ -361,8 +361,11 @@ void bind_communicator(nb::module_& m) {
       .def_prop_ro("closed", [](PyComm& p) { return !p.c; })
       .def_prop_ro("aborted", [](PyComm& p) { return p.c ? p.c->aborted() : false; })
       .def(
-          "plan", [](PyComm& p, const std::string& coll, size_t bytes) { return p.get().plan(parse_collective(coll), bytes); },
-          nb::arg("collective"), nb::arg("nbytes"))
+          "plan",
+          [](PyComm& p, const std::string& coll, size_t bytes, bool registered) {
+            return p.get().plan(parse_collective(coll), bytes, registered);
+          },
+          nb::arg("collective"), nb::arg("nbytes"), nb::arg("registered") = false)
       // The one entry for every collective: validates, then runs now (run=True, returns None)
       // or returns a _Call to run later (the Python layer's async CPU worker).
       .def(

@@ -40,55 +40,30 @@
 namespace actorcc::cuda {
 namespace {
 
-// Thread 0 raises flag `ph` = v in every peer (after the CTA's data stores: barrier + fence).
+// Raises flag `ph` = v in every peer after the CTA's data stores.
 __device__ __forceinline__ void pipe_signal(const DeviceComm& c, int ph, unsigned long long v) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence_system();
-    for (int k = 1; k < c.world; ++k) {
-      int q = (c.rank + k) % c.world;
-      st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
-    }
-  }
+  if (threadIdx.x == 0) raise_flags(c, ph, v);
 }
 // Thread 0 compares every peer's call descriptor with ours (after a flag that follows it); the
 // whole CTA returns the verdict.
 __device__ __forceinline__ bool descriptors_agree(const DeviceComm& c, unsigned long long desc, int coll) {
-  __shared__ int s_same;
+  bool same = true;
   if (threadIdx.x == 0) {
-    int same = 1;
     const volatile unsigned long long* d =
         reinterpret_cast<const unsigned long long*>(c.ws[c.rank] + c.desc_off) + size_t(blockIdx.x) * kMaxRanks;
     for (int q = 0; q < c.world && same; ++q)
       if (q != c.rank && d[q] != desc) {
         record_error(c, kErrMismatch, q, coll);
-        same = 0;
+        same = false;
       }
-    s_same = same;
   }
-  __syncthreads();
-  const bool same = s_same != 0;
-  __syncthreads();
-  return same;
+  return cta_verdict(same);
 }
 
-// Thread 0 waits until every peer's flag `ph` >= v; the whole CTA returns the verdict.
+// Waits until every peer's flag `ph` >= v; the whole CTA returns the verdict.
 __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll) {
-  __shared__ int s_ok;
-  if (threadIdx.x == 0) {
-    int ok = 1;
-    for (int k = 1; k < c.world && ok; ++k) {
-      int q = (c.rank + c.world - k) % c.world;
-      const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
-      while (ld_acquire_sys(f) < v)
-        if (st.spin.expired(c, q, coll)) { ok = 0; break; }
-    }
-    s_ok = ok;
-  }
-  __syncthreads();
-  const bool ok = s_ok != 0;
-  __syncthreads();  // s_ok is rewritten by the next wait
-  return ok;
+  return cta_verdict(threadIdx.x != 0 || await_flags(c, st, ph, v, coll));
 }
 
 template <typename T, typename Op>

@@ -46,7 +46,8 @@ class BackendImpl {
   virtual void run(const CollArgs& args) = 0;
   virtual void register_buffer(void* /*ptr*/, size_t /*bytes*/) {}
   virtual void deregister_buffer(void* /*ptr*/) {}
-  virtual std::string plan(Collective c, size_t bytes) const = 0;
+  // `registered_output`: the call's output lies in a buffer passed to register_buffer.
+  virtual std::string plan(Collective c, size_t bytes, bool registered_output) const = 0;
 };
 
 // Factories; each throws UnsupportedError with the reason when it cannot serve the group.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
 #include "core/backend.hpp"
 #include "core/validate.hpp"
@@ -36,21 +37,11 @@ std::string rank_list(const std::vector<int>& ranks) {
   return os.str();
 }
 
-// Every rank reports whether it could build its backend (empty = success). The answer is the
-// same on every rank, so all ranks take the same next step and none waits in a collective alone.
-std::vector<std::pair<int, std::string>> failures(Bootstrap& bs, Deadline dl, const std::string& my_error) {
-  auto all = bs.allgather(my_error, dl);
-  std::vector<std::pair<int, std::string>> bad;
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) bad.emplace_back(static_cast<int>(r), all[r]);
-  return bad;
-}
-
-std::string describe(const std::vector<std::pair<int, std::string>>& bad) {
-  std::string s;
-  for (const auto& [r, why] : bad)
-    if (s.size() < 2000) s += "\n  rank " + std::to_string(r) + ": " + why;
-  return s;
+// "\n  rank r: why" for every rank that could not build its backend. Every rank gets the same
+// verdict (Outcomes), so all ranks take the same next step and none waits in a collective alone.
+std::string failed_ranks(Bootstrap& bs, Deadline dl, const std::string& my_error) {
+  auto o = Outcomes::gather_error(bs, my_error, dl);
+  return o.all_ok() ? std::string() : "\n  " + o.reasons("", "\n  ");
 }
 
 template <typename Make>
@@ -156,29 +147,29 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   Bootstrap& bs = *impl->bootstrap;
   auto& backend = impl->backend;
   if (kind == Backend::Cpu) {
-    auto bad = failures(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
     if (!bad.empty())
-      throw UnsupportedError("rank " + std::to_string(rank) + ": CPU backend setup failed on " + describe(bad), rank);
+      throw UnsupportedError("rank " + std::to_string(rank) + ": CPU backend setup failed on " + bad, rank);
   } else if (ctx.num_nodes > 1) {
     // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
     // rails between nodes) is not built yet, so NCCL carries all of it for now.
-    auto bad = failures(bs, setup, try_make(backend, [&] {
+    auto bad = failed_ranks(bs, setup, try_make(backend, [&] {
       return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
     }));
     if (!bad.empty())
       throw UnsupportedError("rank " + std::to_string(rank) + ": NCCL setup for a multi-node group failed on " +
-                                 describe(bad),
+                                 bad,
                              rank);
   } else {
-    auto bad = failures(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
     if (!bad.empty()) {
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
-      std::string why = "the NVLink/VMM path is unavailable:" + describe(bad);
+      std::string why = "the NVLink/VMM path is unavailable:" + bad;
       backend.reset();
-      auto bad2 = failures(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
+      auto bad2 = failed_ranks(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
       if (!bad2.empty())
-        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + describe(bad) +
-                                   "\nand the NCCL fallback failed on " + describe(bad2),
+        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad +
+                                   "\nand the NCCL fallback failed on " + bad2,
                                rank);
     }
   }
@@ -246,6 +237,8 @@ void Communicator::host_barrier() {
 void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }
 bool Communicator::aborted() const noexcept { return impl_->abort->raised(); }
 
-std::string Communicator::plan(Collective c, size_t bytes) const { return impl_->backend->plan(c, bytes); }
+std::string Communicator::plan(Collective c, size_t bytes, bool registered_output) const {
+  return impl_->backend->plan(c, bytes, registered_output);
+}
 
 }  // namespace actorcc

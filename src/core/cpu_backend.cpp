@@ -45,7 +45,7 @@ class CpuBackend final : public BackendImpl {
     throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);
   }
 
-  std::string plan(Collective c, size_t bytes) const override {
+  std::string plan(Collective c, size_t bytes, bool) const override {
     switch (c) {
       case Collective::AllReduce: return oneshot(bytes) ? "shm_oneshot" : "shm_twoshot";
       case Collective::ReduceScatter: return "shm_reduce_scatter";

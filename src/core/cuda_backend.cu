@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "algorithms/cuda_algorithms.hpp"
+#include "bootstrap/outcomes.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/backend.hpp"
@@ -220,15 +221,13 @@ class CudaBackend final : public BackendImpl {
     } catch (const std::exception& e) {
       err = e.what();
     }
-    auto all = ctx.bootstrap->allgather((err.empty() ? "ok " : "fail ") + (err.empty() ? mine.encode() : err), dl);
-    std::string bad;
+    const auto all = err.empty() ? Outcomes::gather(*ctx.bootstrap, "ok", mine.encode(), dl)
+                                 : Outcomes::gather(*ctx.bootstrap, "fail", err, dl);
+    if (!all.all_ok())
+      throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on " + all.reasons(), ctx.rank);
     int min_blocks = cuda::kMaxBlocks;
-    for (int r = 0; r < ctx.world; ++r) {
-      if (all[r].rfind("ok ", 0) != 0) bad += " rank " + std::to_string(r) + ": " + all[r].substr(5) + ";";
-      else min_blocks = std::min(min_blocks, Agreed::decode(all[r].substr(3)).data_blocks);
-    }
-    if (!bad.empty()) throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on" + bad, ctx.rank);
-    agreed_ = Agreed::decode(all[0].substr(3));
+    for (int r = 0; r < ctx.world; ++r) min_blocks = std::min(min_blocks, Agreed::decode(all.text(r)).data_blocks);
+    agreed_ = Agreed::decode(all.text(0));
     agreed_.data_blocks = std::max(1, min_blocks);
     agreed_.algo = normalize_algo(agreed_.algo, ctx.rank);
     forced_ = agreed_.algo == kAlgoOneshot ? Algo::OneShot
@@ -297,10 +296,14 @@ class CudaBackend final : public BackendImpl {
 
   enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
 
-  Algo pick(Collective c, size_t bytes) const {
+  Algo pick(Collective c, size_t bytes, bool registered_output) const {
     if (ctx_.world == 1) return Algo::Copy;
     if (c != Collective::AllReduce) return Algo::Other;
     if (forced_ != Algo::Other) return forced_;
+    // A registered output: large calls take the pipe, whose all-gather then stores into the
+    // peers' outputs directly (no copy out of the workspace); measured from 32 MiB on 2 ranks
+    // (tests/gpu/TUNING.md row 22).
+    if (registered_output && ctx_.world == 2 && bytes >= agreed_.tune.reg_pipe_min) return Algo::Pipe;
     // One-shot algorithms move (world-1) copies of the message out of every rank, so their
     // thresholds shrink with the world (measured for 2 ranks; a guess beyond). With 2 ranks
     // one-shot and two-shot move the same bytes; with more, the one-shot moves world/2 times
@@ -316,8 +319,8 @@ class CudaBackend final : public BackendImpl {
     return Algo::TwoShot;
   }
 
-  std::string plan(Collective c, size_t bytes) const override {
-    switch (pick(c, bytes)) {
+  std::string plan(Collective c, size_t bytes, bool registered_output) const override {
+    switch (pick(c, bytes, registered_output)) {
       case Algo::Copy: return "copy";
       case Algo::OneShot: return kAlgoOneshot;
       case Algo::Push: return kAlgoPush;
@@ -358,11 +361,8 @@ class CudaBackend final : public BackendImpl {
     switch (a.coll) {
       case Collective::AllReduce: {
         const size_t bytes = a.count * dtype_size(a.dtype);
-        Algo algo = pick(a.coll, bytes);
-        // A registered output: large calls take the pipe, whose all-gather then stores into
-        // the peers' outputs directly (no copy out of the workspace).
         const auto* reg = registered_.find(a.recv, bytes);
-        if (reg && forced_ == Algo::Other && ctx_.world == 2 && bytes >= agreed_.tune.reg_pipe_min) algo = Algo::Pipe;
+        const Algo algo = pick(a.coll, bytes, reg != nullptr);
         describe_call(ca, reg, bytes);
         if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);

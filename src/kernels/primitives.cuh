@@ -148,32 +148,52 @@ __device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st) {
   if (threadIdx.x == 0) c.counters[blockIdx.x] = st.s;
 }
 
-// Thread 0 publishes this CTA's phase-`ph` data of step st.s to every peer (or only those in
-// `to_mask`), then waits for every peer's (or those in `from_mask`). Returns false on
-// timeout/abort (for the whole CTA). Must be called by all threads.
+// Thread 0's verdict (`ok`; other threads' values are ignored) for the whole CTA. Every thread
+// calls it; the second barrier lets the next call rewrite the shared word.
+__device__ __forceinline__ bool cta_verdict(bool ok) {
+  __shared__ int s_ok;
+  if (threadIdx.x == 0) s_ok = ok ? 1 : 0;
+  __syncthreads();
+  const bool all = s_ok != 0;
+  __syncthreads();
+  return all;
+}
+
+// Thread 0 only: after a system fence over the CTA's earlier stores (the caller's barrier puts
+// every thread's stores before it), raises this CTA's flag `ph` = v in every peer in `to_mask`.
+__device__ __forceinline__ void raise_flags(const DeviceComm& c, int ph, unsigned long long v, unsigned to_mask = 0xffu) {
+  __threadfence_system();
+  for (int k = 1; k < c.world; ++k) {
+    const int q = (c.rank + k) % c.world;
+    if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
+  }
+}
+// Thread 0 only: waits until the flag `ph` of every peer in `from_mask` is >= v. False on
+// timeout/abort (recorded by Spin, naming the peer).
+__device__ __forceinline__ bool await_flags(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll,
+                                            unsigned from_mask = 0xffu) {
+  for (int k = 1; k < c.world; ++k) {
+    const int q = (c.rank + c.world - k) % c.world;
+    if (!(from_mask >> q & 1u)) continue;
+    const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
+    while (ld_acquire_sys(f) < v)
+      if (st.spin.expired(c, q, coll)) return false;
+  }
+  return true;
+}
+
+// Publishes this CTA's phase-`ph` data of step st.s to every peer (or only those in `to_mask`),
+// then waits for every peer's (or those in `from_mask`). Returns false on timeout/abort (for
+// the whole CTA). Must be called by all threads.
 __device__ __forceinline__ bool exchange(const DeviceComm& c, Step& st, int ph, int coll, unsigned to_mask = 0xffu,
                                          unsigned from_mask = 0xffu) {
-  __shared__ int s_ok;
   __syncthreads();  // every thread's data stores precede thread 0's fence
+  bool ok = true;
   if (threadIdx.x == 0) {
-    int ok = 1;
-    const unsigned long long v = st.s + 1;
-    __threadfence_system();
-    for (int k = 1; k < c.world; ++k) {
-      int q = (c.rank + k) % c.world;
-      if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
-    }
-    for (int k = 1; k < c.world && ok; ++k) {
-      int q = (c.rank + c.world - k) % c.world;
-      if (!(from_mask >> q & 1u)) continue;
-      const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
-      while (ld_acquire_sys(f) < v)
-        if (st.spin.expired(c, q, coll)) { ok = 0; break; }
-    }
-    s_ok = ok;
+    raise_flags(c, ph, st.s + 1, to_mask);
+    ok = await_flags(c, st, ph, st.s + 1, coll, from_mask);
   }
-  __syncthreads();
-  return s_ok != 0;
+  return cta_verdict(ok);
 }
 
 // ---- 16-byte vector copies with a scalar tail -----------------------------------------------

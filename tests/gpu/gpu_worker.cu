@@ -517,7 +517,7 @@ void test_back_to_back(Communicator& c, long calls) {
 }
 
 // ---- timing -------------------------------------------------------------------------------
-void bench(Communicator& c, const std::string& name, const std::vector<size_t>& sizes) {
+void bench(Communicator& c, const std::string& name, const std::vector<size_t>& sizes, bool registered = false) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
@@ -549,7 +549,7 @@ void bench(Communicator& c, const std::string& name, const std::vector<size_t>& 
     double graph = ms * 1e3 / (3.0 * iters);
     double busbw = bytes / (std::min(eager, graph) * 1e-6) / 1e9 * 2.0 * (g_world - 1) / g_world;
     if (g_rank == 0)
-      std::printf("TIME %-14s %-13s %11zu %10.2f %10.2f %8.1f\n", name.c_str(), c.plan(Collective::AllReduce, bytes).c_str(),
+      std::printf("TIME %-14s %-13s %11zu %10.2f %10.2f %8.1f\n", name.c_str(), c.plan(Collective::AllReduce, bytes, registered).c_str(),
                   bytes, eager, graph, busbw);
     std::fflush(stdout);
   }
@@ -844,6 +844,11 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
   {
     auto c = make_comm_with(ids[22], "", {{"ACTORCC_CUDA_REG_PIPE_MIN", "1048576"}});
     register_test_buffers(*c);
+    // plan() tells the registered route apart (2 ranks: the pipe from REG_PIPE_MIN).
+    ++g_cases;
+    const std::string reg = c->plan(Collective::AllReduce, 2 << 20, true), plain = c->plan(Collective::AllReduce, 2 << 20);
+    if (g_world == 2 && (reg != "twoshot_pipe" || plain == "twoshot_pipe"))
+      fail("plan(all_reduce, 2 MiB): registered '" + reg + "', not registered '" + plain + "'");
     mixed_sweep(*c, "auto_registered", quick, seed);
   }
   test_registration_mismatch(ids[23]);
@@ -1049,7 +1054,7 @@ int main(int argc, char** argv) {
       for (int planned = 0; planned < 2 && ids.size() > 31; ++planned) {
         auto c = make_comm(ids[30 + planned], planned ? "" : "twoshot_pipe");
         register_test_buffers(*c);
-        bench(*c, planned ? "auto_reg" : "pipe_reg", {4 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20, G});
+        bench(*c, planned ? "auto_reg" : "pipe_reg", {4 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20, G}, true);
         c->deregister_buffer(d_b);
         c->deregister_buffer(d_a);
       }

@@ -109,6 +109,7 @@ def test_cpu_sweep_table_and_json():
         for key in ("bytes", "count", "time_us", "p50_us", "p99_us", "algbw", "busbw", "wrong"):
             assert key in r, key
         assert r["wrong"] == 0 and r["time_us"] > 0 and r["p99_us"] >= r["p50_us"] > 0
+        assert r["algo"] in ("shm_oneshot", "shm_twoshot"), r  # what the planner ran
         assert abs(r["algbw"] - r["bytes"] / r["time_us"] / 1e3) <= 1e-3 * r["algbw"] + 1e-9
         assert abs(r["busbw"] - r["algbw"] * 2 * 2 / 3) <= 1e-3 * r["busbw"] + 1e-9  # 2(n-1)/n
 

@@ -17,6 +17,7 @@
 #include "bootstrap/client.hpp"
 #include "bootstrap/frame_io.hpp"
 #include "bootstrap/id_fields.hpp"
+#include "bootstrap/outcomes.hpp"
 #include "bootstrap/root.hpp"
 
 using namespace actorcc;
@@ -138,6 +139,41 @@ TEST(Bootstrap, FourRanksJoinInRandomOrderAndGather) {
     }
   }
   EXPECT_TRUE(closed) << "the root still listens after every rank left";
+}
+
+// Outcomes: every rank sees the same verdict, with payloads and reasons (holding spaces or
+// empty) intact and failures listed by class.
+TEST(Bootstrap, OutcomesGiveEveryRankTheSameVerdict) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  const int world = 3;
+  std::vector<std::string> verdicts(world);
+  auto errs = run_ranks(world, [&](int r) {
+    auto b = join(id, r, world);
+    // Round 1: all ok, payloads with spaces and an empty one.
+    auto o = Outcomes::gather(*b, "ok", r == 1 ? "" : "payload of " + std::to_string(r), in(milliseconds(5000)));
+    EXPECT_TRUE(o.all_ok());
+    EXPECT_EQ(o.world(), world);
+    EXPECT_EQ(o.text(0), "payload of 0");
+    EXPECT_EQ(o.text(1), "");
+    EXPECT_EQ(o.text(2), "payload of 2");
+    EXPECT_TRUE(o.ranks().empty());
+    EXPECT_EQ(o.reasons(), "");
+    // Round 2: rank 1 is a caller error ("bad"), rank 2 lacks a capability ("no").
+    const std::string status = r == 1 ? "bad" : r == 2 ? "no" : "ok";
+    o = Outcomes::gather(*b, status, r == 0 ? "h 1 2" : "why " + std::to_string(r), in(milliseconds(5000)));
+    EXPECT_FALSE(o.all_ok());
+    EXPECT_EQ(o.status(0), "ok");
+    EXPECT_EQ(o.ranks(), (std::vector<int>{1, 2}));
+    EXPECT_EQ(o.ranks("bad"), (std::vector<int>{1}));
+    EXPECT_EQ(o.reasons("no"), "rank 2: why 2");
+    verdicts[r] = o.reasons("", " | ");
+    // Round 3: the error shorthand; an empty error is ok.
+    o = Outcomes::gather_error(*b, r == 0 ? "broken" : "", in(milliseconds(5000)));
+    EXPECT_EQ(o.ranks(), (std::vector<int>{0}));
+    EXPECT_EQ(o.reasons(), "rank 0: broken");
+  });
+  expect_ok(errs);
+  for (int r = 0; r < world; ++r) EXPECT_EQ(verdicts[r], "rank 1: why 1 | rank 2: why 2");
 }
 
 TEST(Bootstrap, WrongTokenIsRejectedAndGroupCompletes) {

@@ -63,7 +63,8 @@ std::string format_row(const Row& r) {
   std::ostringstream os;
   os << "row\t" << r.bytes << "\t" << r.count << "\t" << num(r.time_us, 9) << "\t" << num(r.p50_us, 9) << "\t"
      << num(r.p99_us, 9) << "\t" << num(r.algbw, 9) << "\t" << num(r.busbw, 9) << "\t" << r.wrong << "\t"
-     << (r.wrong_ranks.empty() ? "-" : clean(r.wrong_ranks)) << "\n";
+     << (r.wrong_ranks.empty() ? "-" : clean(r.wrong_ranks)) << "\t" << (r.algo.empty() ? "-" : clean(r.algo))
+     << "\n";
   return os.str();
 }
 std::string format_skip(const std::string& impl, const std::string& why) {
@@ -110,6 +111,7 @@ std::string apply_line(const std::string& line, std::vector<ImplResult>& out, st
       r.busbw = std::strtod(f[7].c_str(), nullptr);
       r.wrong = std::stoull(f[8]);
       r.wrong_ranks = f[9] == "-" ? "" : f[9];
+      if (f.size() >= 11 && f[10] != "-") r.algo = f[10];
       out.back().rows.push_back(r);
       return k;
     }
@@ -169,7 +171,7 @@ void print_comparison(std::FILE* f, const std::vector<ImplResult>& results) {
   std::fprintf(f, "#\n# comparison: time (us) per size; ratio = actorcc / best baseline (< 1: actorcc faster)\n");
   std::fprintf(f, "# %10s", "size");
   for (auto* r : ran) std::fprintf(f, "  %14s", r->impl.c_str());
-  std::fprintf(f, "  %8s\n", "ratio");
+  std::fprintf(f, "  %8s  %s\n", "ratio", "actorcc algorithm");
   std::fprintf(f, "# %10s", "startup");
   for (auto* r : ran) std::fprintf(f, "  %11.1f ms", r->init_ms);
   std::fprintf(f, "\n# %10s", "first 4K");
@@ -186,8 +188,9 @@ void print_comparison(std::FILE* f, const std::vector<ImplResult>& results) {
       else std::fprintf(f, "  %14.2f", t);
       if (r != mine && !std::isnan(t)) best = std::min(best, t);
     }
-    if (std::isfinite(best) && best > 0) std::fprintf(f, "  %8.3f\n", row.time_us / best);
-    else std::fprintf(f, "  %8s\n", "-");
+    if (std::isfinite(best) && best > 0) std::fprintf(f, "  %8.3f", row.time_us / best);
+    else std::fprintf(f, "  %8s", "-");
+    std::fprintf(f, "  %s\n", row.algo.empty() ? "-" : row.algo.c_str());
   }
   std::fflush(f);
 }
@@ -297,6 +300,7 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
         << ", \"time_us\": " << num(w.time_us) << ", \"p50_us\": " << num(w.p50_us)
         << ", \"p99_us\": " << num(w.p99_us) << ", \"algbw\": " << num(w.algbw) << ", \"busbw\": " << num(w.busbw)
         << ", \"wrong\": " << w.wrong;
+      if (!w.algo.empty()) o << ", \"algo\": " << q(w.algo);
       if (r.impl == "actorcc") {  // extra: actorcc time / best baseline time at this size
         double best = INFINITY;
         for (auto& other : results)

@@ -22,6 +22,7 @@ struct Row {
   double busbw = 0;  // GB/s
   size_t wrong = 0;  // wrong elements, summed over ranks
   std::string wrong_ranks;  // "rank:count,..." for ranks with wrong elements ("" = none)
+  std::string algo;         // actorcc: the algorithm its planner ran ("" = not known)
 };
 
 struct ImplResult {

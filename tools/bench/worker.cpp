@@ -61,6 +61,7 @@ class Status {
 struct Impl {
   std::string name;
   std::function<void(const void* send, void* recv, size_t count)> call;
+  std::function<std::string(size_t bytes)> algo;  // what the planner runs for a call of `bytes` (or none)
   void* a = nullptr;  // send buffer (in place: the only buffer)
   void* b = nullptr;  // receive buffer
 };
@@ -81,7 +82,9 @@ class Worker {
  public:
   explicit Worker(const Config& c) : c_(c), status_(c.run_dir, c.rank) {}
   ~Worker() {
+#ifdef ACTORCC_WITH_CUDA
     nccl_.reset();
+#endif
     comm_.reset();
     if (stream_) gpu::stream_destroy(stream_);
   }
@@ -124,7 +127,9 @@ class Worker {
   bool gpu_ = false;
   void* stream_ = nullptr;
   std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<NcclLib> nccl_;
+#ifdef ACTORCC_WITH_CUDA
+  std::unique_ptr<NcclLib> nccl_;  // the NCCL loader is part of the library's CUDA build only
+#endif
   bool nccl_version_sent_ = false;
   std::vector<host::Buffer> host_bufs_;
   std::FILE* results_ = nullptr;
@@ -331,6 +336,7 @@ void Worker::sweep(Impl& impl, bool inject_here) {
       Row r;
       r.bytes = l.bytes;
       r.count = l.count;
+      if (impl.algo) r.algo = impl.algo(l.arg * dtype_size(c_.dtype));
       for (size_t q = 0; q < all.size(); ++q) {
         std::istringstream is(all[q]);
         double mean = 0, p50 = 0, p99 = 0;
@@ -368,6 +374,7 @@ void Worker::run_actorcc() {
       default: comm_->broadcast(s, r, n, c_.dtype, c_.root, stream_); break;
     }
   };
+  impl.algo = [&](size_t call_bytes) { return comm_->plan(c_.coll, call_bytes, c_.register_buffers); };
   emit(format_impl(impl.name));
   // init: from the last rank's arrival to the last rank's Communicator being ready.
   auto stamps = comm_->allgather_bytes(std::to_string(arrival_us_) + " " + std::to_string(init_end_us_));
@@ -399,6 +406,12 @@ void Worker::run_actorcc() {
 
 void Worker::run_nccl(bool symmetric) {
   std::string name = symmetric ? "nccl-symmetric" : "nccl";
+#ifndef ACTORCC_WITH_CUDA
+  // A build without nvcc has no NCCL loader (and runs the CPU backend): the same on every rank.
+  if (c_.rank == 0) std::fprintf(stderr, "actorcc-bench: skipping %s: built without CUDA\n", name.c_str());
+  emit(format_skip(name, "actorcc-bench was built without CUDA"));
+}
+#else
   phase(name + ": loading NCCL");
   std::string err;
   if (!gpu_) {
@@ -472,6 +485,7 @@ void Worker::run_nccl(bool symmetric) {
     release(impl.a);
   }
 }
+#endif
 
 void Worker::run() {
   gpu_ = c_.backend == "cuda";

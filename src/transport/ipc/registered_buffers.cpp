@@ -6,23 +6,13 @@
 #include <sstream>
 
 #include "actorcc/error.hpp"
+#include "bootstrap/outcomes.hpp"
 #include "common/deadline.hpp"
 #include "common/log.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/hex.hpp"
 
 namespace actorcc::ipc {
-namespace {
-
-// Every rank's status word ("ok ..." or "<kind> <why>"); ranks whose word starts with `kind`.
-std::string ranks_with(const std::vector<std::string>& all, const std::string& kind) {
-  std::string out;
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].rfind(kind + " ", 0) == 0) out += " rank " + std::to_string(r) + ": " + all[r].substr(kind.size() + 1) + ";";
-  return out;
-}
-
-}  // namespace
 
 std::shared_ptr<LegacyRegion> RegisteredBuffers::open(int rank, const std::string& handle, size_t size) {
   auto key = std::make_pair(rank, handle);
@@ -38,10 +28,10 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
   const Deadline dl = Deadline::after(ctx.options.timeout);
   char* p = static_cast<char*>(ptr);
   // 1. This rank's buffer: overlap with an entry (a caller error), or its allocation's handle.
-  std::string mine;
+  std::string status = "ok", mine;
   for (const auto& e : entries_)
-    if (p < e.local + e.bytes && e.local < p + bytes) mine = "bad the buffer overlaps a registered one";
-  if (mine.empty()) {
+    if (p < e.local + e.bytes && e.local < p + bytes) status = "bad", mine = "the buffer overlaps a registered one";
+  if (status == "ok") {
     try {
       const auto& d = DriverApi::get();
       if (!d.ok) throw CudaError("CUDA driver API unavailable: " + d.error);
@@ -57,29 +47,29 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
                         " (not cudaMalloc memory, e.g. a VMM or expandable segment)");
       }
       std::ostringstream os;
-      os << "ok " << to_hex(&h, sizeof h) << ' ' << (reinterpret_cast<CUdeviceptr>(ptr) - base) << ' ' << size;
+      os << to_hex(&h, sizeof h) << ' ' << (reinterpret_cast<CUdeviceptr>(ptr) - base) << ' ' << size;
       mine = os.str();
     } catch (const std::exception& e) {
-      mine = std::string("no ") + e.what();
+      status = "no", mine = e.what();
     }
   }
-  auto all = ctx.bootstrap->allgather(mine, dl);
-  if (auto bad = ranks_with(all, "bad"); !bad.empty())
-    throw InvalidArgument("rank " + std::to_string(me) + ": register_buffer failed on" + bad, me);
+  const auto all = Outcomes::gather(*ctx.bootstrap, status, mine, dl);
+  if (auto bad = all.reasons("bad"); !bad.empty())
+    throw InvalidArgument("rank " + std::to_string(me) + ": register_buffer failed on " + bad, me);
   Entry en;
   en.id = next_id_++;
   en.local = p;
   en.bytes = bytes;
   en.peer.assign(W, nullptr);
   en.peer[me] = p;
-  std::string why = ranks_with(all, "no");
+  std::string why = all.reasons("no");
   // 2. Map every peer's allocation; all-gather the outcome so every rank agrees on `usable`.
   if (why.empty()) {
-    std::string opened = "ok";
+    std::string opened;
     try {
       for (int q = 0; q < W; ++q) {
         if (q == me) continue;
-        std::istringstream is(all[q].substr(3));
+        std::istringstream is(all.text(q));
         std::string hex;
         size_t off = 0, size = 0;
         is >> hex >> off >> size;
@@ -91,10 +81,10 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
         en.maps.push_back(std::move(region));
       }
     } catch (const std::exception& e) {
-      opened = std::string("no ") + e.what();
+      opened = e.what();
+      if (opened.empty()) opened = "unknown error";
     }
-    auto all2 = ctx.bootstrap->allgather(opened, dl);
-    why = ranks_with(all2, "no");
+    why = Outcomes::gather_error(*ctx.bootstrap, opened, dl).reasons();
   }
   en.usable = why.empty();
   if (!en.usable) {
@@ -102,7 +92,7 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
     en.peer.assign(W, nullptr);
     if (me == 0)
       LOG_WARN("rank 0: registered buffer #" << en.id << " cannot be mapped by every rank, so calls on it use the "
-                                             << "workspace path:" << why);
+                                             << "workspace path: " << why);
   }
   entries_.push_back(std::move(en));
 }
@@ -111,10 +101,10 @@ void RegisteredBuffers::remove(GroupContext& ctx, void* ptr) {
   const int me = ctx.rank;
   size_t k = 0;
   while (k < entries_.size() && entries_[k].local != ptr) ++k;
-  const std::string mine = k < entries_.size() ? "ok" : "bad the pointer is not a registered buffer";
-  auto all = ctx.bootstrap->allgather(mine, Deadline::after(ctx.options.timeout));
-  if (auto bad = ranks_with(all, "bad"); !bad.empty())
-    throw InvalidArgument("rank " + std::to_string(me) + ": deregister_buffer failed on" + bad, me);
+  const std::string error = k < entries_.size() ? "" : "the pointer is not a registered buffer";
+  const auto all = Outcomes::gather_error(*ctx.bootstrap, error, Deadline::after(ctx.options.timeout));
+  if (!all.all_ok())
+    throw InvalidArgument("rank " + std::to_string(me) + ": deregister_buffer failed on " + all.reasons(), me);
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(k));
 }
 

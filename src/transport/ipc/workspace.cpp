@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
 #include "transport/ipc/hex.hpp"
 #include "transport/ipc/uds.hpp"
@@ -25,13 +26,9 @@ struct FdHeader {
 
 std::string socket_name(const std::string& tag, int rank) { return "actorcc/" + tag + "/ws/" + std::to_string(rank); }
 
-// All-gathers `err` ("" = ok); returns the combined reasons of the ranks that failed.
+// All-gathers `err` ("" = ok); returns the reasons of the ranks that failed ("" = none).
 std::string gather_errors(GroupContext& ctx, const std::string& err, Deadline dl) {
-  auto all = ctx.bootstrap->allgather(err, dl);
-  std::string out;
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + all[r];
-  return out;
+  return Outcomes::gather_error(*ctx.bootstrap, err, dl).reasons();
 }
 
 void zero(void* p, size_t n) {
@@ -143,17 +140,16 @@ std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int 
   } catch (const std::exception& e) {
     err = e.what();
   }
-  auto all = ctx.bootstrap->allgather(err.empty() ? "ok:" + blob : "fail:" + err, dl);
-  std::string fails;
-  for (int r = 0; r < world; ++r)
-    if (all[r].rfind("ok:", 0) != 0) fails += " rank " + std::to_string(r) + ": " + all[r].substr(5) + ";";
+  const auto handles = err.empty() ? Outcomes::gather(*ctx.bootstrap, "ok", blob, dl)
+                                   : Outcomes::gather(*ctx.bootstrap, "fail", err, dl);
+  const std::string fails = handles.reasons();
   err.clear();
   if (fails.empty()) {
     try {
       for (int p : ctx.local_ranks) {
         if (p == me) continue;
         char h[64];
-        if (!from_hex(all[p].substr(3), h, sizeof h)) throw SystemError("malformed cudaIpc handle from rank " + std::to_string(p));
+        if (!from_hex(handles.text(p), h, sizeof h)) throw SystemError("malformed cudaIpc handle from rank " + std::to_string(p));
         ws->legacy_peers_[p] = LegacyRegion::open(h, bytes);
         ws->peers_[p] = ws->legacy_peers_[p].ptr();
       }

@@ -71,7 +71,7 @@ class NcclBackend final : public BackendImpl {
     state_->comm->run(a.coll, a.send, a.recv, a.count, a.dtype, a.op, a.root, a.stream);
   }
 
-  std::string plan(Collective, size_t) const override { return "nccl"; }
+  std::string plan(Collective, size_t, bool) const override { return "nccl"; }
 
  private:
   GroupContext& ctx_;

@@ -8,6 +8,7 @@
 #include <new>
 #include <sstream>
 
+#include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
 #include "transport/shm/futex.hpp"
 
@@ -98,7 +99,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
   // stale segment of an earlier run with the same address, ever collide.
   ShmSegment seg;
-  std::string blob;
+  std::string status = "ok", blob;  // the non-creators report "ok" with nothing
   if (is_creator) {
     try {
       const size_t buffer = shm_buffer_bytes(ctx.options.workspace_bytes);
@@ -116,18 +117,17 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
         new (static_cast<uint8_t*>(seg.data()) + l.flags_off + p * sizeof(Flag)) Flag{};
       // "-" stands for the planner's choice, so the blob always has three fields.
       const std::string algo = ctx.options.algo.empty() ? "-" : ctx.options.algo;
-      blob = "ok " + name + " " + std::to_string(buffer) + " " + algo;
+      blob = name + " " + std::to_string(buffer) + " " + algo;
     } catch (const std::exception& e) {
-      blob = std::string("error ") + e.what();
+      status = "fail", blob = e.what();
     }
   }
-  auto all = ctx.bootstrap->allgather(blob, dl);
-  const std::string& announced = all.at(creator);
-  if (announced.rfind("ok ", 0) != 0)
+  const auto announced = Outcomes::gather(*ctx.bootstrap, status, blob, dl);
+  if (announced.status(creator) != "ok")
     throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
-                          announced.substr(std::min<size_t>(6, announced.size())),
+                          announced.text(creator),
                       ctx.rank);
-  std::istringstream is(announced.substr(3));
+  std::istringstream is(announced.text(creator));
   std::string name, algo;
   size_t buffer = 0;
   is >> name >> buffer >> algo;
@@ -152,16 +152,10 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
         if (status.empty()) status = "unknown error";
       }
     }
-    all = ctx.bootstrap->allgather(status, dl);
-    std::vector<int> bad;
-    std::string reasons;
-    for (size_t r = 0; r < all.size(); ++r)
-      if (!all[r].empty()) {
-        bad.push_back(static_cast<int>(r));
-        reasons += "; rank " + std::to_string(r) + ": " + all[r];
-      }
-    if (!bad.empty())
-      throw SystemError(who + ": rank(s) " + list(bad) + " could not map the CPU backend's shared memory" + reasons,
+    const auto mapped = Outcomes::gather_error(*ctx.bootstrap, status, dl);
+    if (!mapped.all_ok())
+      throw SystemError(who + ": rank(s) " + list(mapped.ranks()) + " could not map the CPU backend's shared memory; " +
+                            mapped.reasons(),
                         ctx.rank);
 
     // Step 3: every local rank has it mapped, so the name can go now: from here on nothing is

@@ -45,11 +45,6 @@ struct Tuning {
   // Threads per LL128 CTA; with 3 CTAs of 256 per SM (ll128_blocks in DeviceComm) LL128
   // measured 0.6-1 us faster at 1-16 MiB than with one CTA of 512 (TUNING.md row 20).
   int ll128_threads = 256;
-  // How an LL128 warp waits for a group that has not fully arrived: 0 rereads the whole lines,
-  // 1 polls only the flag words (a quarter of the L2 reads) and rereads the lines once all
-  // flags are in; ll128_sleep_ns > 0 sleeps that long between polls.
-  int ll128_poll = 0;
-  unsigned ll128_sleep_ns = 0;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels

@@ -76,7 +76,7 @@ __device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
                                                        size_t groups_per_block, size_t round_groups, unsigned lag,
-                                                       int poll, unsigned sleep_ns, int coll) {
+                                                       int coll) {
   constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
   constexpr size_t D = group_data(sizeof(T));
   Step st = begin_steps(c);
@@ -114,23 +114,10 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
         if (k == me) return load_part(in, off, part, bytes, vec);
         const char* line = ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane * 16;
         uint4 v = ld_volatile_v4(line);
-        if (!__any_sync(0xffffffffu, flag_lane && v.w != flag)) return v;
-        if (poll == 1) {
-          // Only the flag lanes read, 4 bytes each; once every flag is in, the lines (which
-          // arrive whole) are read again whole.
-          unsigned f = flag_lane ? v.w : flag;
-          while (!failed && __any_sync(0xffffffffu, f != flag)) {
-            if (sleep_ns) __nanosleep(sleep_ns);
-            if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, k, coll))) failed = true;
-            if (flag_lane) f = ld_volatile_u32(line + 12);
-          }
-          return ld_volatile_v4(line);
-        }
-        do {
-          if (sleep_ns) __nanosleep(sleep_ns);
+        while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
           if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, k, coll))) failed = true;
           v = ld_volatile_v4(line);
-        } while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag));
+        }
         return v;
       });
       if (!failed) store_part(out, off, part, bytes, vec, sum);
@@ -170,8 +157,7 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,
                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups,
-                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), t.ll128_poll, t.ll128_sleep_ns,
-                      a.coll);
+                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), a.coll);
   });
   return e;
 }

@@ -103,7 +103,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << tune.ll128_poll << ' ' << tune.ll128_sleep_ns << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -113,7 +113,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.tune.ll128_poll >> a.tune.ll128_sleep_ns >> a.algo;
+        a.tune.reg_pipe_min >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -153,10 +153,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
   a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
-  // setting: ACTORCC_CUDA_LL128_POLL - 1: LL128 warps poll only the flag words of a group that has not arrived (default 0: whole lines)
-  a.tune.ll128_poll = static_cast<int>(env_size("ACTORCC_CUDA_LL128_POLL", 0) & 1);
-  // setting: ACTORCC_CUDA_LL128_SLEEP_NS - nanoseconds an LL128 warp sleeps between polls (default 0)
-  a.tune.ll128_sleep_ns = static_cast<unsigned>(std::min<size_t>(env_size("ACTORCC_CUDA_LL128_SLEEP_NS", 0), 100000));
   // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
   a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)

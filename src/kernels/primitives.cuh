@@ -46,12 +46,6 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void* p) {
   return v;
 }
 
-__device__ __forceinline__ unsigned ld_volatile_u32(const void* p) {
-  unsigned v;
-  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Records the first failure in host-mapped memory and raises the abort word (and its device
 // copy), so every other wait of this and later kernels gives up quickly too.
 static __device__ __noinline__ void record_error(const DeviceComm& c, int code, int peer, int coll) {

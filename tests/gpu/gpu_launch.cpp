@@ -53,8 +53,15 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> env;
+    // The launcher's own words replace any inherited ones; other ACTORCC_TEST_* settings
+    // (ACTORCC_TEST_TUNE_ONLY) pass through.
+    auto ours = [](const char* e) {
+      for (const char* k : {"CUDA_VISIBLE_DEVICES=", "ACTORCC_TEST_RANK=", "ACTORCC_TEST_WORLD=", "ACTORCC_TEST_IDS="})
+        if (std::strncmp(e, k, std::strlen(k)) == 0) return true;
+      return false;
+    };
     for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) && std::strncmp(*e, "ACTORCC_TEST_", 13)) env.push_back(*e);
+      if (!ours(*e)) env.push_back(*e);
     env.push_back("CUDA_VISIBLE_DEVICES=" + devices[r]);
     env.push_back("ACTORCC_TEST_RANK=" + std::to_string(r));
     env.push_back("ACTORCC_TEST_WORLD=" + std::to_string(world));

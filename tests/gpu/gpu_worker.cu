@@ -1043,16 +1043,6 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
            {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          // TUNING.md row 23: how LL128 warps wait (flag words only, sleeps), and its region size
-          {"ll128_poll1", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_POLL", "1"}}, {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_s100", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_SLEEP_NS", "100"}}, {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_p1s100", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_POLL", "1"}, {"ACTORCC_CUDA_LL128_SLEEP_NS", "100"}},
-           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_p1s400", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_POLL", "1"}, {"ACTORCC_CUDA_LL128_SLEEP_NS", "400"}},
-           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_r12m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "12582912"}}, {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_r8m", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "8388608"}}, {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          {"ll128_again", "oneshot_ll128", {}, {1 << 20, 4 << 20, 16 << 20, 64 << 20}},  // drift check
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

@@ -116,6 +116,10 @@ def registered(rank, world, uid):
         y = torch.empty(n, device="cuda")
         comm.register_buffer(x)
         comm.register_buffer(y)
+        # The planner says which route a registered output takes (2 ranks: the pipe from 32 MiB).
+        routes = (comm.plan("all_reduce", n * 4, registered=True), comm.plan("all_reduce", n * 4))
+        if world == 2 and routes != ("twoshot_pipe", "oneshot_ll128"):
+            fails.append(f"plan(all_reduce, {n * 4}) registered / not: {routes}")
         idx = torch.arange(n, device="cuda", dtype=torch.int64)
 
         def data(r, trial):

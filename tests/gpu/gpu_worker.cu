@@ -1050,11 +1050,22 @@ int main(int argc, char** argv) {
         auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);
       }
-      // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned
-      for (int planned = 0; planned < 2 && ids.size() > 31; ++planned) {
-        auto c = make_comm(ids[30 + planned], planned ? "" : "twoshot_pipe");
+      // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned,
+      // then its shapes (TUNING.md row 24; ids 24-29)
+      struct RV { const char* name; EnvList env; };
+      const std::vector<RV> rvs = {
+          {"pipe_reg_t256k", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_PIPE_TILE", "262144"}}},
+          {"pipe_reg_b264", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_BLOCKS", "264"},
+                             {"ACTORCC_CUDA_THREADS", "256"}}},
+          {"pipe_reg_b264_t64k", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}}},
+      };
+      for (size_t k = 0; k < rvs.size() + 2 && ids.size() > 31; ++k) {
+        const bool planned = k == 1;
+        auto c = k < 2 ? make_comm(ids[30 + k], planned ? "" : "twoshot_pipe")
+                       : make_comm_with(ids[24 + k - 2], "twoshot_pipe", rvs[k - 2].env);
         register_test_buffers(*c);
-        bench(*c, planned ? "auto_reg" : "pipe_reg", {4 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20, G}, true);
+        bench(*c, k < 2 ? (planned ? "auto_reg" : "pipe_reg") : rvs[k - 2].name,
+              {4 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256u << 20, G}, true);
         c->deregister_buffer(d_b);
         c->deregister_buffer(d_a);
       }

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The all-reduce table of a GPU run folder (bench/results/<run>/bench/*.json, as written by
+scripts/bench_gpu.sh) in Markdown, with issue 4's bars checked per size: actorcc eager and
+graph against NCCL and NCCL with symmetric windows from the same run, the ratio to the faster
+of the two, the algorithm actorcc's planner ran, and the ratio ranges of the permuted-device and
+torchrun cases.
+
+    python3 bench/table.py bench/results/2026-11-30-h200x2-h
+"""
+import glob
+import json
+import os
+import sys
+
+# Issue 4's bars: (largest size, eager us, graph us); from 64 MiB busbw >= 340 GB/s.
+BARS = [(64 << 10, 5.0, 3.0), (256 << 10, 6.0, 6.0), (1 << 20, 9.0, 9.0), (4 << 20, 17.0, 17.0),
+        (16 << 20, 52.0, 52.0)]
+BUSBW_BAR = 340.0
+
+
+def load(folder, case):
+    found = glob.glob(os.path.join(folder, "bench", f"*-{case}.json"))
+    if not found:
+        return None
+    with open(found[0]) as f:
+        return {r["impl"]: r for r in json.load(f)["results"] if not r.get("skipped")}
+
+
+def rows(result):
+    return {r["bytes"]: r for r in result["rows"]} if result else {}
+
+
+def size_name(b):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return str(b)
+
+
+def verdict(b, t, busbw, graph):
+    """'' when the bar holds, else how far it is missed."""
+    for top, eager_bar, graph_bar in BARS:
+        if b <= top:
+            bar = graph_bar if graph else eager_bar
+            return "" if t <= bar else f"{'graph' if graph else 'eager'} missed by {t - bar:.2f} us"
+    return "" if busbw >= BUSBW_BAR else f"{'graph' if graph else 'eager'} missed by {BUSBW_BAR - busbw:.1f} GB/s"
+
+
+def cell(r, big):
+    if r is None:
+        return "-"
+    return f"{r['time_us']:.1f} ({r['busbw']:.1f} GB/s)" if big else f"{r['time_us']:.2f}"
+
+
+def ratio_range(result):
+    ratios = [r["ratio"] for r in rows(result).values() if "ratio" in r]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+
+
+def main(folder):
+    eager, graph = load(folder, "actors-eager"), load(folder, "actors-graph")
+    if not eager or not graph:
+        sys.exit(f"{folder}: no actors-eager / actors-graph JSON under bench/")
+    e_a, g_a = rows(eager["actorcc"]), rows(graph["actorcc"])
+    e_n, e_s = rows(eager.get("nccl")), rows(eager.get("nccl-symmetric"))
+    g_n, g_s = rows(graph.get("nccl")), rows(graph.get("nccl-symmetric"))
+    print("| bytes | actorcc eager | NCCL eager | NCCL symm. eager | ratio | actorcc graph | NCCL graph "
+          "| NCCL symm. graph | ratio | algorithm | bar |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    for b in sorted(e_a):
+        big = b >= 64 << 20
+        ea, ga = e_a[b], g_a.get(b)
+        missed = [v for v in (verdict(b, ea["time_us"], ea["busbw"], False),
+                              verdict(b, ga["time_us"], ga["busbw"], True) if ga else "") if v]
+        print(f"| {size_name(b)} | {cell(ea, big)} | {cell(e_n.get(b), False)} | {cell(e_s.get(b), False)} "
+              f"| {ea.get('ratio', float('nan')):.2f} | {cell(ga, big)} | {cell(g_n.get(b), False)} "
+              f"| {cell(g_s.get(b), False)} | {ga.get('ratio', float('nan')) if ga else float('nan'):.2f} "
+              f"| {ea.get('algo', '-')} | {', '.join(missed) if missed else 'met'} |")
+    wrong = sum(r["wrong"] for res in (eager, graph) for impl in res.values() for r in impl["rows"])
+    print(f"\n#wrong summed over every row of the eager and graph cases: {wrong}.")
+    print(f"Ratios (actorcc / fastest NCCL): eager {ratio_range(eager['actorcc'])}, "
+          f"graph {ratio_range(graph['actorcc'])}", end="")
+    permute = load(folder, "actors-permute")
+    if permute:
+        print(f", permuted devices {ratio_range(permute['actorcc'])}", end="")
+    torchrun, torchrun_nccl = load(folder, "torchrun"), load(folder, "torchrun-nccl")
+    if torchrun and torchrun_nccl and "actorcc" in torchrun:
+        ta, tn = rows(torchrun["actorcc"]), rows(torchrun_nccl.get("nccl"))
+        rs = [ta[b]["time_us"] / tn[b]["time_us"] for b in ta if b in tn and tn[b]["time_us"] > 0]
+        if rs:
+            print(f", torchrun launch (against NCCL under torchrun) {min(rs):.2f}-{max(rs):.2f}", end="")
+    print(".")
+    for impl, r in eager.items():
+        s = r["startup"]
+        print(f"Start-up, {impl}: init {s['init_ms']:.1f} ms, first 4 KB call {s['first_op_ms']:.2f} ms.")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(512) rs_ag(DeviceComm c, const T* in, T* out, 
   const SegmentTiles tiles{count, seg, tile};
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
-    push_to_owners(c, tiles, in, t, par, vec);
+    push_to_owners(c, tiles, in, t, par, vec, c.tile_bytes);
     if (!exchange(c, st, 0, coll)) break;
     {
       size_t lo, n = tiles.range(me, t, lo);

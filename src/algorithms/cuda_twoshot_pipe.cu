@@ -29,7 +29,13 @@
 // Registered outputs (`direct`, CallArgs::direct): D stores the folded tile straight into every
 // peer's output, and C only waits for the peers' phase-1 flags (they order the peers' stores
 // into our output before our kernel ends, and keep the phase-0 slot reuse above); there is no
-// copy-out. Before its first flag every CTA stores the call descriptor into each peer's [desc]
+// copy-out, and as the phase-1 slots go unused, each source's reduce-scatter slot spans two
+// tiles of the (parity, CTA) block (source s at byte s * 2 * tile_bytes), so tiles can be twice
+// as large. Within a direct call nothing reads the phase-1 half. After a call that was not
+// direct, our first wide write of that parity (step s+2, A of iteration 2) follows our D of
+// iteration 1, which saw the peer's phase-0 flag of step s+1: the peer was then in the new
+// kernel, so the old kernel's final copy-out from the phase-1 half was done.
+// Before its first flag every CTA stores the call descriptor into each peer's [desc]
 // word; after its first phase-0 wait it compares the peers' with its own, so a call whose ranks
 // used different registrations, offsets, counts, types or ops fails (kErrMismatch, naming the
 // peer) before any store into a peer's output.
@@ -68,7 +74,7 @@ __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph,
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* out, size_t count, size_t seg,
-                                                  size_t tile, size_t ntiles, unsigned long long desc,
+                                                  size_t tile, size_t ntiles, size_t rs_stride, unsigned long long desc,
                                                   const __grid_constant__ PeerPtrs direct, int coll) {
   Step st = begin_steps(c);
   const int b = blockIdx.x, me = c.rank, W = c.world;
@@ -86,7 +92,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
     // A: reduce-scatter pushes of this tile, then the phase-0 flag.
-    push_to_owners(c, tiles, in, t, par, vec);
+    push_to_owners(c, tiles, in, t, par, vec, rs_stride);
     pipe_signal(c, 0, st.s + 1);
     // C: the previous tile's all-gather (flag value = previous step + 1 = st.s).
     if (have_prev) {
@@ -102,10 +108,10 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
           to_peers ? (me * seg + t * tile) * sizeof(T) : size_t(data_slot(c, me, par, b, 1, me) - c.ws[me]);
       // 2 ranks (the measured case): 2 words per thread per source in flight; more ranks: 1.
       if (W == 2)
-        reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec,
+        reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), rs_stride, n, vec,
                                  true, push_off, dp);
       else
-        reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), c.tile_bytes, n, vec, true,
+        reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), rs_stride, n, vec, true,
                            push_off, dp);
     }
     pipe_signal(c, 1, st.s + 1);
@@ -127,14 +133,20 @@ cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const C
   const size_t epv = 16 / esz;
   const size_t count = a.count;
   const size_t seg = round_up(ceil_div(count, c.world), epv);
-  // Tiles of at most pipe_tile bytes (and a workspace slot).
-  const size_t max_tile = std::max(epv, std::min(c.tile_bytes, std::max<size_t>(t.pipe_tile, 4096)) / esz / epv * epv);
+  // Tiles of at most pipe_tile bytes (and a workspace slot). Direct mode (the kernel's
+  // `to_peers`) never uses the phase-1 slots, so each source's reduce-scatter slot takes two
+  // tiles of the block and tiles may be twice as large: one tile per CTA at 64 MiB instead of
+  // two, two fewer phase ends (TUNING.md row 24: 64 MiB 196-198 -> 192-194 us).
+  const bool direct = a.direct.p[(c.rank + 1) % c.world] != nullptr;
+  const size_t rs_stride = direct ? 2 * c.tile_bytes : c.tile_bytes;
+  const size_t limit = std::max<size_t>(t.pipe_tile, 4096) * (direct ? 2 : 1);
+  const size_t max_tile = std::max(epv, std::min(rs_stride, limit) / esz / epv * epv);
   const TilePlan p = plan_tiles(seg, esz, max_tile, t, c.data_blocks);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
-                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, a.desc,
-                      a.direct, a.coll);
+                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, rs_stride,
+                      a.desc, a.direct, a.coll);
   });
   return e;
 }

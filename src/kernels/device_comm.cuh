@@ -15,7 +15,8 @@
 //   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
-//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes].
+//   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes] (the pipelined
+//            two-shot's direct mode uses each [parity][block] as [world][2 x tile_bytes]).
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
 // of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
 // B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the

@@ -20,16 +20,18 @@ struct SegmentTiles {
 };
 
 // Pushes tile t of every peer's segment of `in` into that peer's phase-0 slot for this rank
-// (parity `par`, this CTA's slots), straight from the user buffer.
+// (parity `par`, this CTA's slots), straight from the user buffer. Source src's slot starts
+// src * stride bytes into the (parity, CTA) block: stride = tile_bytes normally; the pipelined
+// two-shot's direct mode, which leaves the phase-1 half of the block unused, doubles it.
 template <typename T>
 __device__ __forceinline__ void push_to_owners(const DeviceComm& c, const SegmentTiles& st, const T* in, size_t t,
-                                               int par, bool vec) {
+                                               int par, bool vec, size_t stride) {
   for (int k = 1; k < c.world; ++k) {
     const int q = c.rank + k < c.world ? c.rank + k : c.rank + k - c.world;
     size_t lo;
     const size_t n = st.range(q, t, lo);
-    copy_bytes(data_slot(c, q, par, blockIdx.x, 0, c.rank), reinterpret_cast<const char*>(in + lo), n * sizeof(T), vec,
-               false);
+    copy_bytes(data_slot(c, q, par, blockIdx.x, 0, 0) + c.rank * stride, reinterpret_cast<const char*>(in + lo),
+               n * sizeof(T), vec, false);
   }
 }
 

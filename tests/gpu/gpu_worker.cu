@@ -499,11 +499,15 @@ void test_graph(Communicator& c, long replays) {
   cudaFree(ag_acc);
 }
 
-void test_back_to_back(Communicator& c, long calls) {
+// `register_some`: the outputs of chains 1 and 3 are registered, so registered (direct) and
+// workspace calls of the pipelined two-shot alternate back to back.
+void test_back_to_back(Communicator& c, long calls, bool register_some = false) {
   std::vector<std::unique_ptr<Chain>> chains;
   for (size_t n : {size_t(3), size_t(4096), size_t(131072 + 1), size_t(4 << 20)})
     chains.push_back(std::make_unique<Chain>(n, 99 + n));
   for (size_t n : {size_t(131072 + 3), size_t(262144 + 7)}) chains.push_back(std::make_unique<Chain>(n, 33 + n, true));
+  if (register_some)
+    for (size_t k : {1, 3}) c.register_buffer(chains[k]->out, chains[k]->n * 8);
   CK(cudaStreamSynchronize(g_stream));
   auto t0 = std::chrono::steady_clock::now();
   for (long r = 0; r < calls; ++r)
@@ -512,7 +516,10 @@ void test_back_to_back(Communicator& c, long calls) {
   sync_or_fail("back-to-back");
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t k = 0; k < chains.size(); ++k)
-    chains[k]->verify(c, "eager x" + std::to_string(calls), k != 3 ? calls : (calls + 9) / 10);
+    chains[k]->verify(c, std::string(register_some ? "registered " : "") + "eager x" + std::to_string(calls),
+                      k != 3 ? calls : (calls + 9) / 10);
+  if (register_some)
+    for (size_t k : {3, 1}) c.deregister_buffer(chains[k]->out);
   if (g_rank == 0) std::printf("back-to-back: %ld rounds in %.1f ms\n", calls, ms);
 }
 
@@ -836,6 +843,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
         [](size_t n) { return n == 17 || n == 65537; });
     test_graph(*c, quick ? 100 : 300);
     test_back_to_back(*c, quick ? 100 : 300);
+    test_back_to_back(*c, quick ? 100 : 300, true);
     c->deregister_buffer(d_b);
     test_allreduce(*c, "pipe_deregistered", DataType::Float32, RedOp::Sum, 300001, false, 0, seed++);
     c->deregister_buffer(d_a);
@@ -850,6 +858,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
     if (g_world == 2 && (reg != "twoshot_pipe" || plain == "twoshot_pipe"))
       fail("plan(all_reduce, 2 MiB): registered '" + reg + "', not registered '" + plain + "'");
     mixed_sweep(*c, "auto_registered", quick, seed);
+    test_back_to_back(*c, quick ? 100 : 300, true);
   }
   test_registration_mismatch(ids[23]);
 }
@@ -1050,21 +1059,14 @@ int main(int argc, char** argv) {
         auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);
       }
-      // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned,
-      // then its shapes (TUNING.md row 24; ids 24-29)
-      struct RV { const char* name; EnvList env; };
-      const std::vector<RV> rvs = {
-          {"pipe_reg_t256k", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_PIPE_TILE", "262144"}}},
-          {"pipe_reg_b264", {{"ACTORCC_WORKSPACE_BYTES", "285212672"}, {"ACTORCC_CUDA_BLOCKS", "264"},
-                             {"ACTORCC_CUDA_THREADS", "256"}}},
-          {"pipe_reg_b264_t64k", {{"ACTORCC_CUDA_BLOCKS", "264"}, {"ACTORCC_CUDA_THREADS", "256"}}},
-      };
-      for (size_t k = 0; k < rvs.size() + 2 && ids.size() > 31; ++k) {
+      // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned;
+      // then with the direct-mode tiles capped at 128 KiB as before TUNING.md row 24 (id 24)
+      for (size_t k = 0; k < 3 && ids.size() > 31; ++k) {
         const bool planned = k == 1;
         auto c = k < 2 ? make_comm(ids[30 + k], planned ? "" : "twoshot_pipe")
-                       : make_comm_with(ids[24 + k - 2], "twoshot_pipe", rvs[k - 2].env);
+                       : make_comm_with(ids[24], "twoshot_pipe", {{"ACTORCC_CUDA_PIPE_TILE", "65536"}});
         register_test_buffers(*c);
-        bench(*c, k < 2 ? (planned ? "auto_reg" : "pipe_reg") : rvs[k - 2].name,
+        bench(*c, k < 2 ? (planned ? "auto_reg" : "pipe_reg") : "pipe_reg_t128k",
               {4 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256u << 20, G}, true);
         c->deregister_buffer(d_b);
         c->deregister_buffer(d_a);

@@ -119,4 +119,13 @@ inline TilePlan plan_tiles(size_t seg, size_t esz, size_t max_tile, const Tuning
   return {tile, ntiles, std::min<size_t>(ntiles, data_blocks)};
 }
 
+// How the all-gather and broadcast kernels cut a message of `nbytes`: one tile per CTA where it
+// fits a slot (16-byte multiples, at least the tuning's min_tile), rounds of slot-sized tiles
+// beyond (all in bytes).
+inline TilePlan plan_byte_tiles(size_t nbytes, const DeviceComm& c, const Tuning& t) {
+  const size_t tile = std::min(round_up(std::max(ceil_div(nbytes, size_t(c.data_blocks)), t.min_tile), 16), c.tile_bytes);
+  const size_t ntiles = std::max<size_t>(1, ceil_div(nbytes, tile));
+  return {tile, ntiles, std::min<size_t>(ntiles, c.data_blocks)};
+}
+
 }  // namespace actorcc::cuda

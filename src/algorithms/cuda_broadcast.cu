@@ -35,12 +35,10 @@ __global__ void __launch_bounds__(512) broadcast_kernel(DeviceComm c, const char
 
 cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t nbytes = a.count * dtype_bytes(a.dtype);
-  size_t tile = round_up(std::max(ceil_div(nbytes, c.data_blocks), t.min_tile), 16);
-  if (tile > c.tile_bytes) tile = c.tile_bytes;
-  const size_t ntiles = std::max<size_t>(1, ceil_div(nbytes, tile));
-  const size_t blocks = std::min<size_t>(ntiles, c.data_blocks);
-  return launch_kernel(broadcast_kernel, static_cast<unsigned>(blocks), t.threads, t, a.stream, c,
-                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, tile, ntiles, a.root, a.coll);
+  const TilePlan p = plan_byte_tiles(nbytes, c, t);
+  return launch_kernel(broadcast_kernel, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
+                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, p.tile, p.ntiles, a.root,
+                       a.coll);
 }
 
 }  // namespace actorcc::cuda

@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dtype_dispatch.hpp"
 #include "gpu.hpp"
+#include "host_data.hpp"
 
 namespace actorcc::bench::gpu {
 namespace {
@@ -63,38 +66,9 @@ unsigned grid_for(size_t count) {
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(blocks, 4096)));
 }
 
-double tolerance(DataType t, int op) {
-  if (op != kAvg) return 0;
-  switch (t) {
-    case DataType::Float32: return 1e-6;
-    case DataType::Float16: return 1e-3;
-    case DataType::BFloat16: return 1e-2;
-    case DataType::Float64: return 1e-12;
-    default: return 0;
-  }
-}
-
 template <typename F>
 void dispatch(DataType t, F&& f) {
-  switch (t) {
-    case DataType::Float32: f(float{}); break;
-    case DataType::Float16: f(__half{}); break;
-    case DataType::BFloat16: f(__nv_bfloat16{}); break;
-    case DataType::Float64: f(double{}); break;
-    case DataType::Int8: f(int8_t{}); break;
-    case DataType::UInt8: f(uint8_t{}); break;
-    case DataType::Int32: f(int32_t{}); break;
-    case DataType::Int64: f(int64_t{}); break;
-  }
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double pos = q * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  dispatch_dtype<__half, __nv_bfloat16>(t, std::forward<F>(f));
 }
 
 struct Events {
@@ -215,7 +189,7 @@ size_t check(const void* buf, size_t count, DataType t, const Pattern& p, void* 
   if (count == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   CK(cudaMemsetAsync(g_counter, 0, sizeof(unsigned long long), s));
-  double tol = tolerance(t, p.op);
+  double tol = check_tolerance(t, p.op);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     check_kernel<T><<<grid_for(count), 256, 0, s>>>(static_cast<const T*>(buf), count, p, tol, g_counter);
@@ -270,8 +244,8 @@ Timing time_calls(void* stream, int warmup, int iters, int graph, const std::fun
     CK(cudaStreamSynchronize(s));
   }
   for (int i = 0; i < iters; ++i) calls[i] = per.us(2 * i, 2 * i + 1);
-  t.p50_us = percentile(calls, 0.50);
-  t.p99_us = percentile(calls, 0.99);
+  t.p50_us = host::percentile(calls, 0.50);
+  t.p99_us = host::percentile(calls, 0.99);
   return t;
 }
 

@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
+
+#include "dtype_dispatch.hpp"
 
 namespace actorcc::bench::host {
 namespace {
@@ -87,27 +90,7 @@ template <> double to_double<BF16>(BF16 v) { return bf16_to_float(v.bits); }
 
 template <typename F>
 void dispatch(DataType t, F&& f) {
-  switch (t) {
-    case DataType::Float32: f(float{}); break;
-    case DataType::Float16: f(Half{}); break;
-    case DataType::BFloat16: f(BF16{}); break;
-    case DataType::Float64: f(double{}); break;
-    case DataType::Int8: f(int8_t{}); break;
-    case DataType::UInt8: f(uint8_t{}); break;
-    case DataType::Int32: f(int32_t{}); break;
-    case DataType::Int64: f(int64_t{}); break;
-  }
-}
-
-double tolerance(DataType t, int op) {
-  if (op != kAvg) return 0;
-  switch (t) {
-    case DataType::Float32: return 1e-6;
-    case DataType::Float16: return 1e-3;
-    case DataType::BFloat16: return 1e-2;
-    case DataType::Float64: return 1e-12;
-    default: return 0;
-  }
+  dispatch_dtype<Half, BF16>(t, std::forward<F>(f));
 }
 
 }  // namespace
@@ -139,7 +122,7 @@ void fill(void* buf, size_t count, DataType t, const Pattern& p, size_t offset, 
 
 size_t check(const void* buf, size_t count, DataType t, const Pattern& p) {
   size_t bad = 0;
-  double tol = tolerance(t, p.op);
+  double tol = check_tolerance(t, p.op);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     const T* b = static_cast<const T*>(buf);

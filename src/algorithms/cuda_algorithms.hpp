@@ -45,11 +45,6 @@ struct Tuning {
   // Threads per LL128 CTA; with 3 CTAs of 256 per SM (ll128_blocks in DeviceComm) LL128
   // measured 0.6-1 us faster at 1-16 MiB than with one CTA of 512 (TUNING.md row 20).
   int ll128_threads = 256;
-  // LL128 with a copy-engine share (cuda_ll128_ce.cu; 2 ranks): all-reduces of ce_min..ce_max
-  // bytes send ce_percent of the message (at most the [ce] region) by copy engine.
-  size_t ce_min = 8 << 20;
-  size_t ce_max = 64 << 20;
-  size_t ce_percent = 25;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -86,28 +81,6 @@ struct CallArgs {
 };
 
 size_t dtype_bytes(int dtype);
-
-// The part of an LL128 call that the copy engine carries (cuda_ll128_ce.cu): message bytes
-// [begin, begin + len), begin a multiple of 16; len == 0: none.
-struct CePart {
-  size_t begin = 0;
-  size_t len = 0;
-};
-// Launches the LL128 kernel on a.stream for the message's first `ce.len ? ce.begin : all`
-// bytes, folding the copy-engine part as it arrives (cuda_oneshot_ll128.cu).
-cudaError_t launch_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a, const CePart& ce);
-bool ll128_supports(int dtype, const void* send, const void* recv);
-// Where the copy-engine part of an all-reduce of `bytes` starts (none where it does not apply).
-CePart plan_ce_part(const DeviceComm& c, const Tuning& t, size_t bytes);
-
-// The communicator's side stream and the two events that fork it from the caller's stream and
-// join it back (owned by the backend).
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr;
-  cudaEvent_t join = nullptr;
-};
-cudaError_t allreduce_ll128_ce(const DeviceComm& c, const Tuning& t, const CallArgs& a, const SideStream& side);
 
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu

@@ -73,61 +73,10 @@ __device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size
   for (unsigned i = 0; i < n && off + i < bytes; ++i) p[off + i] = static_cast<char>(w[i / 4] >> (8 * (i % 4)));
 }
 
-// The copy-engine part of a call (cuda_ll128_ce.cu, 2 ranks): the peer's bytes [begin, begin +
-// len) of the message arrive raw in this rank's [ce] region; the warps of the grid fold it,
-// each its share of 16-byte words, as soon as the flags say it is there (while their LL128
-// groups still keep the link busy), and the last CTA hands the region back to the peer.
-// Lane 0 takes the flags with acquire loads and __syncwarp orders the other lanes' loads
-// after them; the region is read through L2 (ld.cg), never a stale L1 line.
-template <typename T, typename Op>
-__device__ __noinline__ bool ce_fold_share(const DeviceComm& c, const char* in, char* out, const CePart& ce, bool vec,
-                                              bool wait, Step& st, int coll) {
-  const unsigned lane = threadIdx.x % 32;
-  const int peer = 1 - c.rank;
-  CeFlags* f = ce_flags(c, c.rank);
-  int ready = 0;
-  if (lane == 0) {
-    ready = ld_acquire_sys(&f->arrived) != 0 && ld_acquire_sys(&f->sent) != 0;
-    while (wait && !ready) {
-      if (st.spin.expired(c, peer, coll)) break;
-      ready = ld_acquire_sys(&f->arrived) != 0 && ld_acquire_sys(&f->sent) != 0;
-    }
-  }
-  ready = __shfl_sync(0xffffffffu, ready, 0);
-  if (!ready) return false;
-  __syncwarp();
-  constexpr size_t EPV = 16 / sizeof(T);
-  const char* recv = c.ws[c.rank] + c.ce_off + kCeFlagBytes;
-  const size_t words = ce.len / 16;
-  const size_t warps = size_t(gridDim.x) * (blockDim.x / 32), gw = size_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const size_t per = (words + warps - 1) / warps, w0 = min(words, gw * per), w1 = min(words, w0 + per);
-  for (size_t w = w0 + lane; w < w1; w += 32) {
-    const size_t off = ce.begin + w * 16;
-    if (vec) {
-      const uint4 mine = *reinterpret_cast<const uint4*>(in + off), theirs = ld_cg(recv + w * 16);
-      *reinterpret_cast<uint4*>(out + off) =
-          reduce_word<T, Op, uint4>(2, [&](int k) { return k == c.rank ? mine : theirs; });
-    } else {
-      for (size_t e = 0; e < EPV; ++e) {
-        const T mine = reinterpret_cast<const T*>(in + off)[e];
-        const T theirs = ld_cg_elem(reinterpret_cast<const T*>(recv + w * 16) + e);
-        reinterpret_cast<T*>(out + off)[e] = reduce_word<T, Op, T>(2, [&](int k) { return k == c.rank ? mine : theirs; });
-      }
-    }
-  }
-  if (gw == warps - 1)  // the last warp also takes the bytes past the last whole word
-    for (size_t e = words * EPV + lane; e < ce.len / sizeof(T); e += 32) {
-      const T mine = reinterpret_cast<const T*>(in + ce.begin)[e];
-      const T theirs = ld_cg_elem(reinterpret_cast<const T*>(recv) + e);
-      reinterpret_cast<T*>(out + ce.begin)[e] = reduce_word<T, Op, T>(2, [&](int k) { return k == c.rank ? mine : theirs; });
-    }
-  return true;
-}
-
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
                                                        size_t groups_per_block, size_t round_groups, unsigned lag,
-                                                       CePart ce, int coll) {
+                                                       int coll) {
   constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
   constexpr size_t D = group_data(sizeof(T));
   Step st = begin_steps(c);
@@ -140,7 +89,6 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
   const size_t groups = (bytes + D - 1) / D;
   const size_t g0 = b * groups_per_block, g1 = min(groups, g0 + groups_per_block);
   bool failed = false;
-  bool ce_pending = ce.len != 0;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
     const size_t ng = min(round_groups, g1 - base);
     const unsigned flag = static_cast<unsigned>(st.s + 1);
@@ -173,41 +121,28 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
         return v;
       });
       if (!failed) store_part(out, off, part, bytes, vec, sum);
-      if (ce_pending && !failed && (i & 3) == 3)  // a look at the flags every fourth group
-        ce_pending = !ce_fold_share<T, Op>(c, in, out, ce, vec, false, st, coll);
     }
     ++st.s;
     __syncthreads();  // the slots of this parity are free again only after every warp read them
   }
-  if (ce.len != 0) {
-    if (ce_pending && !failed) ce_fold_share<T, Op>(c, in, out, ce, vec, true, st, coll);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      CeFlags* f = ce_flags(c, c.rank);
-      __threadfence();
-      if (atomicAdd(&f->done, 1ull) == gridDim.x - 1) {  // every CTA has read the region
-        f->done = 0;
-        st_release_sys(&f->arrived, 0ull);
-        st_release_sys(&f->sent, 0ull);
-        __threadfence_system();
-        st_release_sys(&ce_flags(c, 1 - c.rank)->busy, 0ull);
-      }
-    }
-  }
   end_steps(c, st);
 }
-
-}  // namespace
 
 bool ll128_supports(int dtype, const void* send, const void* recv) {
   const size_t align = std::max<size_t>(4, dtype_bytes(dtype));
   return ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & (align - 1)) == 0;
 }
 
-cudaError_t launch_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a, const CePart& ce) {
+}  // namespace
+
+cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+  // Lanes move 4-byte words (and 8-byte elements whole). Other buffers (planned or forced):
+  // the push, or the pipelined two-shot where the push is slower (above push_max * 2/world).
   const size_t esz = dtype_bytes(a.dtype);
-  const size_t bytes = ce.len ? ce.begin : a.count * esz;  // the LL128 part
-  const size_t groups = std::max<size_t>(1, ceil_div(bytes, group_data(esz)));
+  const size_t bytes = a.count * esz;
+  if (!ll128_supports(a.dtype, a.send, a.recv))
+    return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
+  const size_t groups = ceil_div(bytes, group_data(esz));
   // At least t.ll128_min_groups groups per CTA (small messages: fewer, busier CTAs), otherwise
   // spread over every CTA; balanced rounds when a slice exceeds a slot.
   size_t gpb = std::max(ceil_div(groups, size_t(c.ll128_blocks)), std::max<size_t>(1, t.ll128_min_groups));
@@ -222,18 +157,9 @@ cudaError_t launch_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,
                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups,
-                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), ce, a.coll);
+                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), a.coll);
   });
   return e;
-}
-
-cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  // Lanes move 4-byte words (and 8-byte elements whole). Other buffers (planned or forced):
-  // the push, or the pipelined two-shot where the push is slower (above push_max * 2/world).
-  const size_t bytes = a.count * dtype_bytes(a.dtype);
-  if (!ll128_supports(a.dtype, a.send, a.recv))
-    return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
-  return launch_ll128(c, t, a, CePart{});
 }
 
 }  // namespace actorcc::cuda

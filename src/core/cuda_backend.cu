@@ -64,29 +64,6 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-// The side stream and fork/join events of the copy-engine share (cuda_ll128_ce.cu); made on
-// the backend's device, destroyed with the backend.
-class SideStreamOwner {
- public:
-  SideStreamOwner() = default;
-  SideStreamOwner(const SideStreamOwner&) = delete;
-  SideStreamOwner& operator=(const SideStreamOwner&) = delete;
-  ~SideStreamOwner() {
-    if (s_.join) cudaEventDestroy(s_.join);
-    if (s_.fork) cudaEventDestroy(s_.fork);
-    if (s_.stream) cudaStreamDestroy(s_.stream);
-  }
-  void create() {
-    ck(cudaStreamCreateWithFlags(&s_.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    ck(cudaEventCreateWithFlags(&s_.fork, cudaEventDisableTiming), "cudaEventCreate");
-    ck(cudaEventCreateWithFlags(&s_.join, cudaEventDisableTiming), "cudaEventCreate");
-  }
-  const cuda::SideStream& get() const { return s_; }
-
- private:
-  cuda::SideStream s_;
-};
-
 // Restores the caller's current device.
 struct DeviceGuard {
   int prev = -1;
@@ -118,8 +95,6 @@ struct Agreed {
   // in L2; tests/gpu/TUNING.md row 13).
   size_t ll128_bytes = 24 << 20;
   int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
-  // [ce] region (2 ranks): the copy-engine share of a 64 MiB call at 25% (cuda_ll128_ce.cu).
-  size_t ce_bytes = 16 << 20;
 
   std::string encode() const {
     std::ostringstream os;
@@ -128,8 +103,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << tune.ll128_lag << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << tune.ce_min << ' ' << tune.ce_max << ' ' << tune.ce_percent << ' ' << ce_bytes
-       << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -139,7 +113,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.tune.ll128_lag >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.tune.ce_min >> a.tune.ce_max >> a.tune.ce_percent >> a.ce_bytes >> a.algo;
+        a.tune.reg_pipe_min >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -179,14 +153,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
   a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
-  // setting: ACTORCC_CUDA_CE_PERCENT - share (%) of a 2-rank LL128 all-reduce that the copy engines carry (default 25; 0 = none)
-  if (auto v = env::get_int("ACTORCC_CUDA_CE_PERCENT"); v && *v >= 0) a.tune.ce_percent = static_cast<size_t>(std::min<long long>(*v, 75));
-  // setting: ACTORCC_CUDA_CE_MIN - all-reduce bytes (2 ranks) from which the copy engines carry a share (default 8 MiB)
-  a.tune.ce_min = env_size("ACTORCC_CUDA_CE_MIN", a.tune.ce_min);
-  // setting: ACTORCC_CUDA_CE_MAX - all-reduce bytes (2 ranks) up to which the copy engines carry a share (default 64 MiB)
-  a.tune.ce_max = env_size("ACTORCC_CUDA_CE_MAX", a.tune.ce_max);
-  // setting: ACTORCC_CUDA_CE_BYTES - size of the copy-engine receive region per rank (2 ranks; default 16 MiB)
-  a.ce_bytes = env_size("ACTORCC_CUDA_CE_BYTES", a.ce_bytes);
   // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
   a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
@@ -203,7 +169,6 @@ const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
 const char* kAlgoLL128 = "oneshot_ll128";
-const char* kAlgoLL128CE = "oneshot_ll128_ce";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -212,7 +177,6 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
   if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
-  if (a == "oneshot_ll128_ce" || a == "ll128_ce") return kAlgoLL128CE;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -254,7 +218,6 @@ class CudaBackend final : public BackendImpl {
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
       counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
       ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
-      if (ctx.world == 2) side_.create();
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -272,7 +235,6 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
               : agreed_.algo == kAlgoLL128 ? Algo::LL128
-              : agreed_.algo == kAlgoLL128CE ? Algo::LL128CE
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -292,9 +254,7 @@ class CudaBackend final : public BackendImpl {
     d.ll128_blocks = agreed_.ll128_blocks > 0 ? agreed_.ll128_blocks : std::min(cuda::kMaxBlocks, 3 * NB);
     d.ll128_slot_bytes =
         std::max<size_t>(512, agreed_.ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512);
-    d.ce_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
-    d.ce_bytes = W == 2 ? agreed_.ce_bytes / 4096 * 4096 : 0;
-    d.data_off = d.ce_off + (d.ce_bytes ? cuda::kCeFlagBytes + d.ce_bytes : 0);
+    d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
     d.data_blocks = NB;
     d.tile_bytes = tile;
     const size_t total = d.data_off + size_t(4) * NB * W * tile;
@@ -334,7 +294,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, LL128CE, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes, bool registered_output) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -351,12 +311,7 @@ class CudaBackend final : public BackendImpl {
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
-    if (bytes <= ll128_max * 2 / scale) {
-      // 2 ranks, 8-64 MiB: the copy engines carry a share beside LL128 (TUNING.md row 26).
-      const auto& t = agreed_.tune;
-      if (dc_.ce_bytes && t.ce_percent && bytes >= t.ce_min && bytes <= t.ce_max) return Algo::LL128CE;
-      return Algo::LL128;
-    }
+    if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
     // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
@@ -372,7 +327,6 @@ class CudaBackend final : public BackendImpl {
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
       case Algo::LL128: return kAlgoLL128;
-      case Algo::LL128CE: return kAlgoLL128CE;
       default: break;
     }
     switch (c) {
@@ -414,7 +368,6 @@ class CudaBackend final : public BackendImpl {
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
         else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
-        else if (algo == Algo::LL128CE) e = cuda::allreduce_ll128_ce(dc_, agreed_.tune, ca, side_.get());
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }
@@ -552,7 +505,6 @@ class CudaBackend final : public BackendImpl {
   std::unique_ptr<ipc::SharedWorkspace> ws_;
   ipc::RegisteredBuffers registered_;
   cudaEvent_t order_event_ = nullptr;
-  SideStreamOwner side_;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;
   std::array<const void*, 8> checked_{};

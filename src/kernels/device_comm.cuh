@@ -15,8 +15,6 @@
 //   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
-//   [ce]     2 ranks only (cuda_ll128_ce.cu): 256 bytes of flags (CeFlags), then ce_bytes that
-//            the peer's copy engine fills with the raw tail of its input.
 //   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes] (the pipelined
 //            two-shot's direct mode uses each [parity][block] as [world][2 x tile_bytes]).
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
@@ -49,8 +47,6 @@ struct DeviceComm {
   size_t ll128_off;
   size_t ll128_slot_bytes;        // per (parity, block, source), multiple of 512
   int ll128_blocks;               // CTAs of the LL128 one-shot (3 per SM by default)
-  size_t ce_off;                  // [ce] region (0 bytes of data when ce_bytes == 0)
-  size_t ce_bytes;
   size_t data_off;
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
@@ -60,19 +56,6 @@ struct DeviceComm {
   unsigned long long* abort_poll;
   unsigned long long abort_poll_ns;  // 0: every waiting thread reads the host word at every check
 };
-
-// The flags at the start of a rank's [ce] region. A call's copy-engine part moves through it as:
-// the sender's side stream waits until its own `busy` is 0 and sets it (the peer's region is its
-// to write), copies, then sets the peer's `arrived` and its own `sent` (the copy has read its
-// input); the receiver's kernel folds once both of its words are set, and its last CTA clears
-// them and its `done` count, then clears the sender's `busy`.
-struct CeFlags {
-  unsigned long long busy;     // set by this rank's side stream, cleared by the peer's kernel
-  unsigned long long arrived;  // set by the peer's side stream, cleared by this rank's kernel
-  unsigned long long sent;     // set by this rank's side stream, cleared by this rank's kernel
-  unsigned long long done;     // CTAs of this rank's kernel that have folded their share
-};
-constexpr size_t kCeFlagBytes = 256;
 
 // Error codes the kernels leave in error[0].
 enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2, kErrMismatch = 3 };

@@ -117,9 +117,6 @@ __device__ __forceinline__ char* data_slot(const DeviceComm& c, int owner, int p
 __device__ __forceinline__ char* ll_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
   return c.ws[owner] + c.ll_off + (((size_t)parity * c.ll_blocks + b) * c.world + src) * c.ll_slot_bytes;
 }
-__device__ __forceinline__ CeFlags* ce_flags(const DeviceComm& c, int owner) {
-  return reinterpret_cast<CeFlags*>(c.ws[owner] + c.ce_off);
-}
 // LL128 slots hold no entry for the owner itself: source src is entry src (src < owner) or
 // src - 1 (src > owner) of the owner's region.
 __device__ __forceinline__ char* ll128_slot(const DeviceComm& c, int owner, int parity, int b, int src) {

@@ -963,10 +963,9 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[6] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128",
-                                "oneshot_ll128_ce"};
-        const size_t algo_ids[6] = {1, 2, 3, 4, 19, 25};
-        for (int k = 0; k < 6; ++k) {
+        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128"};
+        const size_t algo_ids[5] = {1, 2, 3, 4, 19};
+        for (int k = 0; k < 5; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
@@ -1019,14 +1018,6 @@ int main(int argc, char** argv) {
             std::printf("plan(all_reduce, 1 MiB) with small LL128 slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
           mixed_sweep(*c, "ll128_small", quick, seed);
         }
-        // 5. LL128 with the copy engines' share from 1 MiB, mixed by the planner with LL (graph
-        //    x300, back-to-back rounds whose 32 MiB chain takes it too).
-        {
-          auto c = make_comm_with(ids[26], "", {{"ACTORCC_CUDA_CE_MIN", "1048576"}});
-          if (g_rank == 0)
-            std::printf("plan(all_reduce, 2 MiB) with CE_MIN = 1 MiB: %s\n", c->plan(Collective::AllReduce, 2 << 20).c_str());
-          mixed_sweep(*c, "ll128_ce", quick, seed);
-        }
         registered_groups(ids, quick, seed);
       }
     }
@@ -1061,11 +1052,6 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
            {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          // TUNING.md row 26: the copy engines' share
-          {"ll128_ce", "oneshot_ll128_ce", {}, {4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
-          {"ll128_ce_p15", "oneshot_ll128_ce", {{"ACTORCC_CUDA_CE_PERCENT", "15"}}, {4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
-          {"ll128_ce_p35", "oneshot_ll128_ce", {{"ACTORCC_CUDA_CE_PERCENT", "35"}, {"ACTORCC_CUDA_CE_BYTES", "25165824"}},
-           {4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

@@ -7,6 +7,7 @@
 // or a failure class of the caller's choosing ("fail", or e.g. "bad" for a caller error and "no"
 // for a capability that is missing) with the reason.
 #pragma once
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,17 @@ class Outcomes {
  public:
   // Collective: every rank of the bootstrap calls it in the same order.
   static Outcomes gather(Bootstrap& bs, const std::string& status, const std::string& text, Deadline dl);
-  // Shorthand for steps that only succeed or fail: an empty `error` is "ok".
+  // Shorthand for steps that succeed with `payload` or fail: an empty `error` is "ok".
+  static Outcomes gather_result(Bootstrap& bs, const std::string& error, const std::string& payload, Deadline dl) {
+    return error.empty() ? gather(bs, "ok", payload, dl) : gather(bs, "fail", error, dl);
+  }
   static Outcomes gather_error(Bootstrap& bs, const std::string& error, Deadline dl) {
-    return error.empty() ? gather(bs, "ok", "", dl) : gather(bs, "fail", error, dl);
+    return gather_result(bs, error, "", dl);
+  }
+  // The reason a caught exception gives, never empty (an empty reason would read as success).
+  static std::string reason(const std::exception& e) {
+    const std::string why = e.what();
+    return why.empty() ? "unknown error" : why;
   }
 
   int world() const { return static_cast<int>(status_.size()); }

@@ -51,8 +51,7 @@ std::string try_make(std::unique_ptr<BackendImpl>& out, Make&& make) {
     return {};
   } catch (const std::exception& e) {
     out.reset();
-    std::string err = e.what();
-    return err.empty() ? "unknown error" : err;
+    return Outcomes::reason(e);
   }
 }
 

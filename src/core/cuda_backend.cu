@@ -219,10 +219,9 @@ class CudaBackend final : public BackendImpl {
       counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
       ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
     } catch (const std::exception& e) {
-      err = e.what();
+      err = Outcomes::reason(e);
     }
-    const auto all = err.empty() ? Outcomes::gather(*ctx.bootstrap, "ok", mine.encode(), dl)
-                                 : Outcomes::gather(*ctx.bootstrap, "fail", err, dl);
+    const auto all = Outcomes::gather_result(*ctx.bootstrap, err, mine.encode(), dl);
     if (!all.all_ok())
       throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on " + all.reasons(), ctx.rank);
     int min_blocks = cuda::kMaxBlocks;

@@ -171,6 +171,16 @@ TEST(Bootstrap, OutcomesGiveEveryRankTheSameVerdict) {
     o = Outcomes::gather_error(*b, r == 0 ? "broken" : "", in(milliseconds(5000)));
     EXPECT_EQ(o.ranks(), (std::vector<int>{0}));
     EXPECT_EQ(o.reasons(), "rank 0: broken");
+    // Round 4: a result carries its payload when ok, only the error when not; an exception
+    // whose message is empty still reads as a failure.
+    struct Silent : std::exception {
+      const char* what() const noexcept override { return ""; }
+    };
+    const std::string err = r == 2 ? Outcomes::reason(Silent{}) : "";
+    o = Outcomes::gather_result(*b, err, "handle " + std::to_string(r), in(milliseconds(5000)));
+    EXPECT_EQ(o.ranks(), (std::vector<int>{2}));
+    EXPECT_EQ(o.text(0), "handle 0");
+    EXPECT_EQ(o.reasons(), "rank 2: unknown error");
   });
   expect_ok(errs);
   for (int r = 0; r < world; ++r) EXPECT_EQ(verdicts[r], "rank 1: why 1 | rank 2: why 2");

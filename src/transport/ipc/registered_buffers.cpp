@@ -50,7 +50,7 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
       os << to_hex(&h, sizeof h) << ' ' << (reinterpret_cast<CUdeviceptr>(ptr) - base) << ' ' << size;
       mine = os.str();
     } catch (const std::exception& e) {
-      status = "no", mine = e.what();
+      status = "no", mine = Outcomes::reason(e);
     }
   }
   const auto all = Outcomes::gather(*ctx.bootstrap, status, mine, dl);
@@ -81,8 +81,7 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
         en.maps.push_back(std::move(region));
       }
     } catch (const std::exception& e) {
-      opened = e.what();
-      if (opened.empty()) opened = "unknown error";
+      opened = Outcomes::reason(e);
     }
     why = Outcomes::gather_error(*ctx.bootstrap, opened, dl).reasons();
   }

@@ -138,10 +138,9 @@ std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int 
     ws->legacy_local_.handle(h);
     blob = to_hex(h, sizeof h);
   } catch (const std::exception& e) {
-    err = e.what();
+    err = Outcomes::reason(e);
   }
-  const auto handles = err.empty() ? Outcomes::gather(*ctx.bootstrap, "ok", blob, dl)
-                                   : Outcomes::gather(*ctx.bootstrap, "fail", err, dl);
+  const auto handles = Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
   const std::string fails = handles.reasons();
   err.clear();
   if (fails.empty()) {
@@ -154,7 +153,7 @@ std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int 
         ws->peers_[p] = ws->legacy_peers_[p].ptr();
       }
     } catch (const std::exception& e) {
-      err = e.what();
+      err = Outcomes::reason(e);
     }
   } else {
     err = "skipped";

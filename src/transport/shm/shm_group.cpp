@@ -99,7 +99,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
   // stale segment of an earlier run with the same address, ever collide.
   ShmSegment seg;
-  std::string status = "ok", blob;  // the non-creators report "ok" with nothing
+  std::string err, blob;  // the non-creators report success with nothing
   if (is_creator) {
     try {
       const size_t buffer = shm_buffer_bytes(ctx.options.workspace_bytes);
@@ -119,10 +119,10 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
       const std::string algo = ctx.options.algo.empty() ? "-" : ctx.options.algo;
       blob = name + " " + std::to_string(buffer) + " " + algo;
     } catch (const std::exception& e) {
-      status = "fail", blob = e.what();
+      err = Outcomes::reason(e);
     }
   }
-  const auto announced = Outcomes::gather(*ctx.bootstrap, status, blob, dl);
+  const auto announced = Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
   if (announced.status(creator) != "ok")
     throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
                           announced.text(creator),
@@ -139,7 +139,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // harmless: ranks that mapped the segment keep it.
   try {
     // Step 2: everyone else maps it; all report, so a failure anywhere fails every rank here.
-    std::string status;
+    std::string map_err;
     if (!is_creator) {
       try {
         seg = ShmSegment::open(name, l.total, dl);
@@ -148,11 +148,10 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
             h->buffer_bytes != buffer)
           throw SystemError("shared memory segment '" + name + "' has an unexpected header");
       } catch (const std::exception& e) {
-        status = e.what();
-        if (status.empty()) status = "unknown error";
+        map_err = Outcomes::reason(e);
       }
     }
-    const auto mapped = Outcomes::gather_error(*ctx.bootstrap, status, dl);
+    const auto mapped = Outcomes::gather_error(*ctx.bootstrap, map_err, dl);
     if (!mapped.all_ok())
       throw SystemError(who + ": rank(s) " + list(mapped.ranks()) + " could not map the CPU backend's shared memory; " +
                             mapped.reasons(),

@@ -810,6 +810,16 @@ bool large_only_sum_avg(DataType, RedOp op, size_t n) {
   return n <= (2u << 20) || op == RedOp::Sum || op == RedOp::Avg;
 }
 
+// A forced algorithm over every dtype x op from 1 element to 300001 (and 8 Mi + 1 for sum when
+// `big`), in place, element-misaligned at 17 and 65537 elements.
+void forced_sweep(Communicator& c, const std::string& name, bool big, uint64_t& seed) {
+  std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
+  if (big) sizes.push_back((8u << 20) + 1);
+  allreduce_sweep(
+      c, name, sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
+      [](size_t n) { return n == 17 || n == 65537; });
+}
+
 // The planner-mixed groups' common sweep (sizes from LL to above 1 MiB; 8 Mi+1 elements unless
 // quick), then a graph and back-to-back rounds.
 void mixed_sweep(Communicator& c, const std::string& name, bool quick, uint64_t& seed) {
@@ -836,11 +846,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
     auto c = make_comm_with(ids[21], "twoshot_pipe",
                             {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
     register_test_buffers(*c);
-    std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
-    if (!quick) sizes.push_back((8u << 20) + 1);
-    allreduce_sweep(
-        *c, "pipe_registered", sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
-        [](size_t n) { return n == 17 || n == 65537; });
+    forced_sweep(*c, "pipe_registered", !quick, seed);
     test_graph(*c, quick ? 100 : 300);
     test_back_to_back(*c, quick ? 100 : 300);
     test_back_to_back(*c, quick ? 100 : 300, true);
@@ -968,11 +974,7 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 5; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
-          std::vector<size_t> sizes = {1, 3, 17, 1000, 4097, 65537, 300001};
-          if (k > 0 && !quick) sizes.push_back((8u << 20) + 1);
-          allreduce_sweep(
-              *c, name, sizes, seed, [](DataType, RedOp op, size_t n) { return n <= 300000 || op == RedOp::Sum; },
-              [](size_t n) { return n == 17 || n == 65537; });
+          forced_sweep(*c, name, k > 0 && !quick, seed);
           if (k == 2)  // reduce_scatter runs the two-shot kernel's first phase
             for (DataType t : types)
               for (size_t n : {size_t(5), size_t(4099), size_t(2000000)})

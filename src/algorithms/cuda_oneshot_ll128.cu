@@ -76,7 +76,10 @@ __device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
                                                        size_t groups_per_block, size_t round_groups, unsigned lag,
-                                                       int coll) {
+                                                       int coll, unsigned mode) {
+  // EXPERIMENT (TUNING.md row 28): mode 1 keeps the own input of the last pushed group in
+  // registers for its fold (lag 1), 2 drops the CTA barrier between rounds, 4 pushes only.
+  const bool keep = (mode & 1) && lag == 1, nobar = mode & 2, push_only = mode & 4;
   constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
   constexpr size_t D = group_data(sizeof(T));
   Step st = begin_steps(c);
@@ -94,24 +97,29 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
     const unsigned flag = static_cast<unsigned>(st.s + 1);
     const int par = static_cast<int>(st.s & 1);
     const size_t mine = ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0;  // this warp's groups
-    const size_t behind = min(size_t(lag), mine);
+    const size_t behind = push_only ? 0 : min(size_t(lag), mine);
+    uint4 prev = make_uint4(0, 0, 0, 0), cur = prev;
     for (size_t i = 0; i < mine + behind && !failed; ++i) {
       if (i < mine) {  // push group i of this warp into every peer's slot for this rank
         const size_t r = warp + i * nwarps;
         uint4 v = load_part(in, (base + r) * D + lane_off, part, bytes, vec);
+        cur = v;
         if (flag_lane) v.w = flag;
         for (int k = 1; k < W; ++k) {
           const int q = me + k < W ? me + k : me + k - W;
           st_volatile_v4(ll128_slot(c, q, par, b, me) + r * kGroupSlot + lane * 16, v);
         }
       }
-      if (i < behind) continue;
+      if (i < behind || push_only) {
+        prev = cur;
+        continue;
+      }
       // Receive group i - behind: poll each source's 4 lines until all 4 flags show this
       // step (a stale line is reread whole), fold in rank order.
       const size_t r = warp + (i - behind) * nwarps;
       const size_t off = (base + r) * D + lane_off;
       const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
-        if (k == me) return load_part(in, off, part, bytes, vec);
+        if (k == me) return keep ? prev : load_part(in, off, part, bytes, vec);
         const char* line = ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane * 16;
         uint4 v = ld_volatile_v4(line);
         while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
@@ -121,9 +129,10 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
         return v;
       });
       if (!failed) store_part(out, off, part, bytes, vec, sum);
+      prev = cur;
     }
     ++st.s;
-    __syncthreads();  // the slots of this parity are free again only after every warp read them
+    if (!nobar) __syncthreads();  // the slots of this parity are free again only after every warp read them
   }
   end_steps(c, st);
 }
@@ -157,7 +166,8 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,
                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups,
-                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), a.coll);
+                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), a.coll,
+                      static_cast<unsigned>(t.ll128_mode));
   });
   return e;
 }

@@ -34,12 +34,9 @@ struct Tuning {
   size_t pipe_tile = 128 << 10;
   size_t pipe_min = 4 << 20;
   // LL128 one-shot (cuda_oneshot_ll128.cu): used above ll_max up to ll128_max bytes (2 ranks,
-  // scaled by 2/world); the fewest 4-line groups per CTA; how many groups each warp's fold
-  // trails its pushes.
+  // scaled by 2/world); the fewest 4-line groups per CTA.
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
-  size_t ll128_lag = 1;
-  size_t ll128_mode = 0;  // EXPERIMENT (TUNING.md row 28)
   // Registered outputs (2 ranks): all-reduces from reg_pipe_min bytes take the pipelined
   // two-shot, whose all-gather then writes straight into the peers' outputs.
   size_t reg_pipe_min = 32 << 20;

@@ -18,13 +18,13 @@ __global__ void __launch_bounds__(512) allgather_kernel(DeviceComm c, const char
     const int par = static_cast<int>(st.s & 1);
     const size_t lo = t * tile, n = min(tile, nbytes - lo);
     for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
+      const int q = peer_after(c, k);
       copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
     }
     if (own_out != in) copy_bytes(own_out + lo, in + lo, n, vec, false);
     if (!exchange(c, st, 0, coll)) break;
     for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
+      const int q = peer_after(c, k);
       copy_bytes(out + q * nbytes + lo, data_slot(c, me, par, b, 0, q), n, vec, true);
     }
     ++st.s;

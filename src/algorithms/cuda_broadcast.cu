@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(512) broadcast_kernel(DeviceComm c, const char
     const size_t lo = t * tile, n = min(tile, nbytes - lo);
     if (me == root) {
       for (int k = 1; k < W; ++k) {
-        int q = me + k < W ? me + k : me + k - W;
+        const int q = peer_after(c, k);
         copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
       }
       if (out != in) copy_bytes(out + lo, in + lo, n, vec, false);

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in
       uint2 d = load_unit(in, base + j, bytes, al8);
       uint4 line = make_uint4(d.x, flag, d.y, flag);
       for (int k = 1; k < W; ++k) {
-        int q = me + k < W ? me + k : me + k - W;
+        const int q = peer_after(c, k);
         st_volatile_v4(ll_slot(c, q, par, b, me) + j * 16, line);
       }
     }

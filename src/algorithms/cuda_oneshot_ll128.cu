@@ -13,15 +13,17 @@
 //   lane always holds whole elements.
 //
 // The fold runs while the link is busy: each warp pushes its group i, then receives and folds
-// its group i - lag (tests/gpu/TUNING.md rows 10-16, 2 x H200). Folding only after every push
-// (as the LL96 one-shot, 12 data bytes per 16-byte line, did before this replaced it) measured
-// 4 MiB 20.9 us for 15.3 us of wire time: the local fold (~3-4 us at 4 MiB) ran after the link
-// had gone idle. Lag 1 measured best (4 MiB 16.3 us graph); lag 2, loading the next group's
-// input early, batches of 2-4 groups with the own input kept in registers, more CTAs per SM and
-// pushing and receiving warp halves all measured no better or slower (the halves also cannot
-// work in place: a receiving warp may overwrite input that a pushing warp has not read yet).
-// Three CTAs of 256 threads per SM (DeviceComm::ll128_blocks) measured ~1 us faster at 1 and
-// 16 MiB than one CTA of 512 (TUNING.md row 20).
+// its group i - 1 (tests/gpu/TUNING.md rows 10-16, 2 x H200), taking its own part of group i - 1
+// from the registers it pushed it from (row 28: 0.5-0.8 us off 8-16 MiB against reading it
+// again). Folding only after every push (as the LL96 one-shot, 12 data bytes per 16-byte line,
+// did before this replaced it) measured 4 MiB 20.9 us for 15.3 us of wire time: the local fold
+// (~3-4 us at 4 MiB) ran after the link had gone idle. A fold 2 groups behind, loading the next
+// group's input early, batches of 2-4 groups, more CTAs per SM and pushing and receiving warp
+// halves all measured no better or slower (the halves also cannot work in place: a receiving
+// warp may overwrite input that a pushing warp has not read yet). Three CTAs of 256 threads per
+// SM (DeviceComm::ll128_blocks) measured ~1 us faster at 1 and 16 MiB than one CTA of 512
+// (row 20). The CTA barrier between rounds stays: without it 16-64 MiB ran 1.3-7 us slower
+// (row 28), although each warp's own chain would order the slots' reuse.
 //
 // Slots: a region only LL128 lines enter (kernels/device_comm.cuh). A line left by a raw-data
 // protocol could hold the current step's number in its flag word by chance (measured with an
@@ -75,11 +77,7 @@ __device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
-                                                       size_t groups_per_block, size_t round_groups, unsigned lag,
-                                                       int coll, unsigned mode) {
-  // EXPERIMENT (TUNING.md row 28): mode 1 keeps the own input of the last pushed group in
-  // registers for its fold (lag 1), 2 drops the CTA barrier between rounds, 4 pushes only.
-  const bool keep = (mode & 1) && lag == 1, nobar = mode & 2, push_only = mode & 4;
+                                                       size_t groups_per_block, size_t round_groups, int coll) {
   constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
   constexpr size_t D = group_data(sizeof(T));
   Step st = begin_steps(c);
@@ -97,42 +95,39 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
     const unsigned flag = static_cast<unsigned>(st.s + 1);
     const int par = static_cast<int>(st.s & 1);
     const size_t mine = ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0;  // this warp's groups
-    const size_t behind = push_only ? 0 : min(size_t(lag), mine);
-    uint4 prev = make_uint4(0, 0, 0, 0), cur = prev;
-    for (size_t i = 0; i < mine + behind && !failed; ++i) {
+    uint4 own = make_uint4(0, 0, 0, 0), pushed = own;  // this lane's part of groups i - 1 and i
+    for (size_t i = 0; i <= mine && !failed; ++i) {
       if (i < mine) {  // push group i of this warp into every peer's slot for this rank
         const size_t r = warp + i * nwarps;
-        uint4 v = load_part(in, (base + r) * D + lane_off, part, bytes, vec);
-        cur = v;
+        pushed = load_part(in, (base + r) * D + lane_off, part, bytes, vec);
+        uint4 v = pushed;
         if (flag_lane) v.w = flag;
         for (int k = 1; k < W; ++k) {
-          const int q = me + k < W ? me + k : me + k - W;
+          const int q = peer_after(c, k);
           st_volatile_v4(ll128_slot(c, q, par, b, me) + r * kGroupSlot + lane * 16, v);
         }
       }
-      if (i < behind || push_only) {
-        prev = cur;
-        continue;
+      if (i > 0) {
+        // Receive group i - 1: poll each source's 4 lines until all 4 flags show this step (a
+        // stale line is reread whole), fold in rank order.
+        const size_t r = warp + (i - 1) * nwarps;
+        const size_t off = (base + r) * D + lane_off;
+        const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
+          if (k == me) return own;
+          const char* line = ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane * 16;
+          uint4 v = ld_volatile_v4(line);
+          while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
+            if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, k, coll))) failed = true;
+            v = ld_volatile_v4(line);
+          }
+          return v;
+        });
+        if (!failed) store_part(out, off, part, bytes, vec, sum);
       }
-      // Receive group i - behind: poll each source's 4 lines until all 4 flags show this
-      // step (a stale line is reread whole), fold in rank order.
-      const size_t r = warp + (i - behind) * nwarps;
-      const size_t off = (base + r) * D + lane_off;
-      const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
-        if (k == me) return keep ? prev : load_part(in, off, part, bytes, vec);
-        const char* line = ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane * 16;
-        uint4 v = ld_volatile_v4(line);
-        while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
-          if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, k, coll))) failed = true;
-          v = ld_volatile_v4(line);
-        }
-        return v;
-      });
-      if (!failed) store_part(out, off, part, bytes, vec, sum);
-      prev = cur;
+      own = pushed;
     }
     ++st.s;
-    if (!nobar) __syncthreads();  // the slots of this parity are free again only after every warp read them
+    __syncthreads();  // the slots of this parity are free again only after every warp read them
   }
   end_steps(c, st);
 }
@@ -165,9 +160,7 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,
-                      static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups,
-                      static_cast<unsigned>(std::min<size_t>(t.ll128_lag, 1u << 20)), a.coll,
-                      static_cast<unsigned>(t.ll128_mode));
+                      static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups, a.coll);
   });
   return e;
 }

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(512) push_allreduce(DeviceComm c, const T* in,
     const size_t n = min(chunk, e1 - base);
     const int par = static_cast<int>(st.s & 1);
     for (int k = 1; k < W; ++k) {
-      int q = me + k < W ? me + k : me + k - W;
+      const int q = peer_after(c, k);
       copy_bytes(data_slot(c, q, par, b, 0, me), reinterpret_cast<const char*>(in + base), n * sizeof(T), vec, false);
     }
     if (!exchange(c, st, 0, coll)) break;

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
   const bool vec = aligned16(in) && aligned16(out) && (seg * sizeof(T)) % 16 == 0;
   T* out_own = out + me * seg;
   const SegmentTiles tiles{count, seg, tile};
-  const bool to_peers = direct.p[(me + 1) % W] != nullptr;
+  const bool to_peers = direct.registered();
   const PeerPtrs* dp = to_peers ? &direct : nullptr;
   bool failed = false;
   size_t prev_t = 0;
@@ -137,7 +137,7 @@ cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const C
   // `to_peers`) never uses the phase-1 slots, so each source's reduce-scatter slot takes two
   // tiles of the block and tiles may be twice as large: one tile per CTA at 64 MiB instead of
   // two, two fewer phase ends (TUNING.md row 24: 64 MiB 196-198 -> 192-194 us).
-  const bool direct = a.direct.p[(c.rank + 1) % c.world] != nullptr;
+  const bool direct = a.direct.registered();
   const size_t rs_stride = direct ? 2 * c.tile_bytes : c.tile_bytes;
   const size_t limit = std::max<size_t>(t.pipe_tile, 4096) * (direct ? 2 : 1);
   const size_t max_tile = std::max(epv, std::min(rs_stride, limit) / esz / epv * epv);

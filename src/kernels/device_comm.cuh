@@ -64,6 +64,9 @@ enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2, kErrMis
 // by value to the kernels that write peers' outputs directly; nullptr entries: not registered.
 struct PeerPtrs {
   char* p[kMaxRanks] = {};
+  // A registered call maps every rank's output (p[rank] is the local one), an unregistered
+  // call none: the one test of "registered" for the host planner and the kernels alike.
+  __host__ __device__ bool registered() const { return p[0] != nullptr; }
 };
 
 inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }

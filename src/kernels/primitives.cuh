@@ -108,6 +108,14 @@ struct Spin {
   }
 };
 
+// The rank k places after this one (0 < k < world). Every rank visits its peers in this order,
+// so at each step of a push loop the ranks write to different peers (no peer is written by all
+// at once).
+__device__ __forceinline__ int peer_after(const DeviceComm& c, int k) {
+  const int q = c.rank + k;
+  return q < c.world ? q : q - c.world;
+}
+
 __device__ __forceinline__ unsigned long long* flag_ptr(const DeviceComm& c, int owner, int ph, int b, int src) {
   return reinterpret_cast<unsigned long long*>(c.ws[owner] + c.flags_off) + (size_t(ph) * kMaxBlocks + b) * kMaxRanks + src;
 }
@@ -164,7 +172,7 @@ __device__ __forceinline__ bool cta_verdict(bool ok) {
 __device__ __forceinline__ void raise_flags(const DeviceComm& c, int ph, unsigned long long v, unsigned to_mask = 0xffu) {
   __threadfence_system();
   for (int k = 1; k < c.world; ++k) {
-    const int q = (c.rank + k) % c.world;
+    const int q = peer_after(c, k);
     if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
   }
 }

@@ -31,7 +31,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
 #pragma unroll
     for (int k = 1; k < R; ++k)
       if (k < W) {
-        const int q = me + k < W ? me + k : me + k - W;
+        const int q = peer_after(c, k);
         *reinterpret_cast<uint4*>((direct ? direct->p[q] : c.ws[q]) + push_off + i * 16) = r;
       }
   };
@@ -62,7 +62,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
     out[e] = r;
     if (push)
       for (int k = 1; k < W; ++k) {
-        const int q = me + k < W ? me + k : me + k - W;
+        const int q = peer_after(c, k);
         reinterpret_cast<T*>((direct ? direct->p[q] : c.ws[q]) + push_off)[e] = r;
       }
   }

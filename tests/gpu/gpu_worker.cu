@@ -1005,15 +1005,14 @@ int main(int argc, char** argv) {
           test_bad_buffers(*c, seed++);
           if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 4. LL128 with 2 KiB slots (4 groups: many rounds per CTA, both parities reused) and
-        //    its fold 3 groups behind the pushes, mixed by the planner with LL on 4 CTAs (many
-        //    rounds too), the push and the pipe (16 KiB tiles) in one group.
+        // 4. LL128 with 2 KiB slots (4 groups: many rounds per CTA, both parities reused),
+        //    mixed by the planner with LL on 4 CTAs (many rounds too), the push and the pipe
+        //    (16 KiB tiles) in one group.
         {
           auto c = make_comm_with(ids[20], "",
                                   {{"ACTORCC_WORKSPACE_BYTES", "17301504"},  // 132 CTAs x 2 ranks x 4 x 16 KiB
                                    {"ACTORCC_CUDA_LL_BLOCKS", "4"},
                                    {"ACTORCC_CUDA_LL128_BYTES", "1622016"},  // 2 x 396 CTAs x 2 KiB (2 ranks)
-                                   {"ACTORCC_CUDA_LL128_LAG", "3"},
                                    {"ACTORCC_CUDA_LL128_MAX", "4194304"},
                                    {"ACTORCC_CUDA_LL_MAX", "65536"}});
           if (g_rank == 0)
@@ -1052,12 +1051,8 @@ int main(int argc, char** argv) {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll128", "oneshot_ll128", {},
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
-          // EXPERIMENT (TUNING.md row 28)
-          {"ll128_keep", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "1"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_nobar", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "2"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_keep_nobar", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "3"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_push_only", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "4"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_again", "oneshot_ll128", {}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
+          {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
+           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

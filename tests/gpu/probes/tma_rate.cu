@@ -8,7 +8,8 @@
 //
 // One process, two visible GPUs with peer access (the rates do not depend on how the mapping
 // was made; the library uses VMM between processes).
-// build: nvcc -std=c++20 -O3 -arch=sm_90a tma_rate.cu -o tma_rate     run: ./tma_rate
+// build: part of the GPU tier (target tma_rate), or nvcc -std=c++20 -O3 -arch=sm_90 tma_rate.cu
+// run: tma_rate (one process that sees both GPUs)
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -37,7 +37,6 @@ struct Tuning {
   // scaled by 2/world); the fewest 4-line groups per CTA.
   size_t ll128_max = 64 << 20;
   size_t ll128_min_groups = 4;
-  size_t ll128_mode = 0;  // EXPERIMENT (TUNING.md row 29)
   // Registered outputs (2 ranks): all-reduces from reg_pipe_min bytes take the pipelined
   // two-shot, whose all-gather then writes straight into the peers' outputs.
   size_t reg_pipe_min = 32 << 20;

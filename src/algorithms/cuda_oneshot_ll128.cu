@@ -17,8 +17,9 @@
 // from the registers it pushed it from (row 28: 0.5-0.8 us off 8-16 MiB against reading it
 // again). Folding only after every push (as the LL96 one-shot, 12 data bytes per 16-byte line,
 // did before this replaced it) measured 4 MiB 20.9 us for 15.3 us of wire time: the local fold
-// (~3-4 us at 4 MiB) ran after the link had gone idle. A fold 2 groups behind, loading the next
-// group's input early, batches of 2-4 groups, more CTAs per SM and pushing and receiving warp
+// (~3-4 us at 4 MiB) ran after the link had gone idle. A fold 2 groups behind (also with both
+// own parts in registers: 0.4-0.6 us slower at 4-16 MiB, row 29), loading the next group's input
+// early, batches of 2-4 groups, more CTAs per SM and pushing and receiving warp
 // halves all measured no better or slower (the halves also cannot work in place: a receiving
 // warp may overwrite input that a pushing warp has not read yet). Three CTAs of 256 threads per
 // SM (DeviceComm::ll128_blocks) measured ~1 us faster at 1 and 16 MiB than one CTA of 512
@@ -77,10 +78,7 @@ __device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
-                                                       size_t groups_per_block, size_t round_groups, int coll,
-                                                       unsigned mode) {
-  // EXPERIMENT (TUNING.md row 29): 1 fold 2 groups behind, 2 no output store, 4 first load early
-  const bool lag2 = mode & 1, nostore = mode & 2, early = mode & 4;
+                                                       size_t groups_per_block, size_t round_groups, int coll) {
   constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
   constexpr size_t D = group_data(sizeof(T));
   const int b = blockIdx.x, me = c.rank, W = c.world;
@@ -91,24 +89,22 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
   const bool vec = aligned16(in) && aligned16(out);
   const size_t groups = (bytes + D - 1) / D;
   const size_t g0 = b * groups_per_block, g1 = min(groups, g0 + groups_per_block);
-  uint4 first = make_uint4(0, 0, 0, 0);
-  if (early) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (g0 + warp < g1) first = load_part(in, (g0 + warp) * D + lane_off, part, bytes, vec);
-  }
-  Step st = begin_steps(c);
+  // The warp's first input load goes out before the step counter read, so the two latencies
+  // overlap at the start (TUNING.md row 29: 0.2-0.4 us off 4-16 MiB).
+  pdl_wait();
+  // This lane's part of the warp's groups i - 1 and i.
+  uint4 own{}, pushed = g0 + warp < g1 ? load_part(in, (g0 + warp) * D + lane_off, part, bytes, vec) : uint4{};
+  Step st = read_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
     const size_t ng = min(round_groups, g1 - base);
     const unsigned flag = static_cast<unsigned>(st.s + 1);
     const int par = static_cast<int>(st.s & 1);
     const size_t mine = ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0;  // this warp's groups
-    uint4 own = make_uint4(0, 0, 0, 0), pushed = own, older = own;  // this lane's part of groups i - 1 and i
-    const size_t behind = lag2 ? min(size_t(2), mine) : min(size_t(1), mine);
-    for (size_t i = 0; i < mine + behind && !failed; ++i) {
+    for (size_t i = 0; i <= mine && !failed; ++i) {
       if (i < mine) {  // push group i of this warp into every peer's slot for this rank
         const size_t r = warp + i * nwarps;
-        pushed = early && base == g0 && i == 0 ? first : load_part(in, (base + r) * D + lane_off, part, bytes, vec);
+        if (base != g0 || i != 0) pushed = load_part(in, (base + r) * D + lane_off, part, bytes, vec);
         uint4 v = pushed;
         if (flag_lane) v.w = flag;
         for (int k = 1; k < W; ++k) {
@@ -116,14 +112,13 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
           st_volatile_v4(ll128_slot(c, q, par, b, me) + r * kGroupSlot + lane * 16, v);
         }
       }
-      if (i >= behind) {
+      if (i > 0) {
         // Receive group i - 1: poll each source's 4 lines until all 4 flags show this step (a
         // stale line is reread whole), fold in rank order.
-        const size_t r = warp + (i - behind) * nwarps;
+        const size_t r = warp + (i - 1) * nwarps;
         const size_t off = (base + r) * D + lane_off;
-        const uint4 mine_part = behind == 2 ? older : own;
         const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
-          if (k == me) return mine_part;
+          if (k == me) return own;
           const char* line = ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane * 16;
           uint4 v = ld_volatile_v4(line);
           while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
@@ -132,10 +127,8 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
           }
           return v;
         });
-        if (!failed && !nostore) store_part(out, off, part, bytes, vec, sum);
-        if (nostore && sum.x == 0x7fffffffu && sum.y == 0x7fffffffu) out[0] = 0;  // keep the fold
+        if (!failed) store_part(out, off, part, bytes, vec, sum);
       }
-      older = own;
       own = pushed;
     }
     ++st.s;
@@ -172,8 +165,7 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(blocks), threads, t, a.stream, c,
-                      static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups, a.coll,
-                      static_cast<unsigned>(t.ll128_mode));
+                      static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, gpb, round_groups, a.coll);
   });
   return e;
 }

@@ -103,7 +103,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << tune.ll128_mode << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -113,7 +113,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.tune.ll128_mode >> a.algo;
+        a.tune.reg_pipe_min >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -149,7 +149,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_min_groups = env_size("ACTORCC_CUDA_LL128_MIN_GROUPS", a.tune.ll128_min_groups);
   // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
-  a.tune.ll128_mode = env_size("ACTORCC_CUDA_LL128_MODE", 0);  // EXPERIMENT (TUNING.md row 29)
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
   a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
   // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot

@@ -144,12 +144,18 @@ struct Step {
   unsigned long long s;  // current step number (flag value s+1)
   Spin spin;
 };
-__device__ __forceinline__ Step begin_steps(const DeviceComm& c) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// After pdl_wait(): a kernel may issue its first input loads in between, so that their latency
+// and the counter read's overlap (cuda_oneshot_ll128.cu).
+__device__ __forceinline__ Step read_steps(const DeviceComm& c) {
   Step st;
   st.s = __ldcg(c.counters + blockIdx.x);
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   return st;
+}
+__device__ __forceinline__ Step begin_steps(const DeviceComm& c) {
+  pdl_wait();
+  return read_steps(c);
 }
 __device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st) {
   __syncthreads();

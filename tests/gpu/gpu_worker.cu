@@ -1051,12 +1051,8 @@ int main(int argc, char** argv) {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
           {"ll128", "oneshot_ll128", {},
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
-          // EXPERIMENT (TUNING.md row 29)
-          {"ll128_lag2", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "1"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_nostore", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "2"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_early", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "4"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_lag2_early", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MODE", "5"}}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
-          {"ll128_again", "oneshot_ll128", {}, {1 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20}},
+          {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
+           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

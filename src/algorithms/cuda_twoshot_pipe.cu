@@ -67,6 +67,12 @@ __device__ __forceinline__ bool descriptors_agree(const DeviceComm& c, unsigned 
   return cta_verdict(same);
 }
 
+// Bytes between two sources' reduce-scatter slots in a (parity, CTA) block: direct mode never
+// uses the phase-1 slots, so each source's slot spans two tiles there (see the note above).
+__host__ __device__ inline size_t rs_stride(const DeviceComm& c, const PeerPtrs& direct) {
+  return direct.registered() ? 2 * c.tile_bytes : c.tile_bytes;
+}
+
 // Waits until every peer's flag `ph` >= v; the whole CTA returns the verdict.
 __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll) {
   return cta_verdict(threadIdx.x != 0 || await_flags(c, st, ph, v, coll));
@@ -74,7 +80,7 @@ __device__ __forceinline__ bool pipe_wait(const DeviceComm& c, Step& st, int ph,
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* out, size_t count, size_t seg,
-                                                  size_t tile, size_t ntiles, size_t rs_stride, unsigned long long desc,
+                                                  size_t tile, size_t ntiles, unsigned long long desc,
                                                   const __grid_constant__ PeerPtrs direct, int coll) {
   Step st = begin_steps(c);
   const int b = blockIdx.x, me = c.rank, W = c.world;
@@ -83,6 +89,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
   const SegmentTiles tiles{count, seg, tile};
   const bool to_peers = direct.registered();
   const PeerPtrs* dp = to_peers ? &direct : nullptr;
+  const size_t stride = rs_stride(c, direct);
   bool failed = false;
   size_t prev_t = 0;
   bool have_prev = false;
@@ -92,7 +99,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
   for (size_t t = b; t < ntiles; t += gridDim.x) {
     const int par = static_cast<int>(st.s & 1);
     // A: reduce-scatter pushes of this tile, then the phase-0 flag.
-    push_to_owners(c, tiles, in, t, par, vec, rs_stride);
+    push_to_owners(c, tiles, in, t, par, vec, stride);
     pipe_signal(c, 0, st.s + 1);
     // C: the previous tile's all-gather (flag value = previous step + 1 = st.s).
     if (have_prev) {
@@ -108,10 +115,10 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
           to_peers ? (me * seg + t * tile) * sizeof(T) : size_t(data_slot(c, me, par, b, 1, me) - c.ws[me]);
       // 2 ranks (the measured case): 2 words per thread per source in flight; more ranks: 1.
       if (W == 2)
-        reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), rs_stride, n, vec,
+        reduce_tile<T, Op, 2, 2>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), stride, n, vec,
                                  true, push_off, dp);
       else
-        reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), rs_stride, n, vec, true,
+        reduce_tile<T, Op>(c, out_own + t * tile, in + lo, data_slot(c, me, par, b, 0, 0), stride, n, vec, true,
                            push_off, dp);
     }
     pipe_signal(c, 1, st.s + 1);
@@ -138,15 +145,14 @@ cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const C
   // tiles of the block and tiles may be twice as large: one tile per CTA at 64 MiB instead of
   // two, two fewer phase ends (TUNING.md row 24: 64 MiB 196-198 -> 192-194 us).
   const bool direct = a.direct.registered();
-  const size_t rs_stride = direct ? 2 * c.tile_bytes : c.tile_bytes;
   const size_t limit = std::max<size_t>(t.pipe_tile, 4096) * (direct ? 2 : 1);
-  const size_t max_tile = std::max(epv, std::min(rs_stride, limit) / esz / epv * epv);
+  const size_t max_tile = std::max(epv, std::min(rs_stride(c, a.direct), limit) / esz / epv * epv);
   const TilePlan p = plan_tiles(seg, esz, max_tile, t, c.data_blocks);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(rs_ag_pipe<T, Op>, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
-                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, rs_stride,
-                      a.desc, a.direct, a.coll);
+                      static_cast<const T*>(a.send), static_cast<T*>(a.recv), count, seg, p.tile, p.ntiles, a.desc,
+                      a.direct, a.coll);
   });
   return e;
 }

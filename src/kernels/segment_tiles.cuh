@@ -27,7 +27,7 @@ template <typename T>
 __device__ __forceinline__ void push_to_owners(const DeviceComm& c, const SegmentTiles& st, const T* in, size_t t,
                                                int par, bool vec, size_t stride) {
   for (int k = 1; k < c.world; ++k) {
-    const int q = c.rank + k < c.world ? c.rank + k : c.rank + k - c.world;
+    const int q = peer_after(c, k);
     size_t lo;
     const size_t n = st.range(q, t, lo);
     copy_bytes(data_slot(c, q, par, blockIdx.x, 0, 0) + c.rank * stride, reinterpret_cast<const char*>(in + lo),
@@ -41,7 +41,7 @@ template <typename T>
 __device__ __forceinline__ void copy_out_gathered(const DeviceComm& c, const SegmentTiles& st, T* out, size_t t,
                                                   int par, bool vec) {
   for (int k = 1; k < c.world; ++k) {
-    const int q = c.rank + k < c.world ? c.rank + k : c.rank + k - c.world;
+    const int q = peer_after(c, k);
     size_t lo;
     const size_t n = st.range(q, t, lo);
     copy_bytes(reinterpret_cast<char*>(out + lo), data_slot(c, c.rank, par, blockIdx.x, 1, q), n * sizeof(T), vec,

@@ -7,7 +7,8 @@
 #   phase2  the benchmark matrix (scripts/bench_gpu.sh: actors eager/graph/permute against NCCL,
 #           torchrun NCCL), the Python 4 KB latency against the C++ figure, the NCCL path
 #           (scripts/nccl_path_gpu.sh: two virtual nodes, every collective checked), the actor sweep
-#           example (process launcher with actor traits: the device machine has no Ray)
+#           example (process launcher with actor traits: the device machine has no Ray), then
+#           4, 3 and 8 ranks on the 2 GPUs (tests/gpu/shared.sh: the 3-8 rank kernel paths)
 # Results come back as $OUT/<phase>.tgz (logs, JSON, PNG) and $OUT/<phase>-summary.txt.
 set -u
 phase=${1:?usage: device_all.sh phase1|phase2}
@@ -69,6 +70,9 @@ else
   tail -12 "$W/nccl-path.log"
   step example-sweep 240 python3 examples/ray_allreduce_sweep.py --no-ray --world 2 --stagger 1 --json "$W/example.json"
   tail -25 "$W/example-sweep.log"
+  # last, so that nothing else shares the GPUs with it: 4, 3 and 8 ranks on the 2 GPUs
+  step gpu-shared 340 env OUT="$W/gpu-shared" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 bash tests/gpu/shared.sh 330
+  tail -8 "$W/gpu-shared.log"
 fi
 echo "== summary ($phase)"
 cat "$SUMMARY"

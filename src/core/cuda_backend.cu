@@ -14,6 +14,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/backend.hpp"
+#include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/registered_buffers.hpp"
 #include "transport/ipc/workspace.hpp"
@@ -95,6 +96,7 @@ struct Agreed {
   // in L2; tests/gpu/TUNING.md row 13).
   size_t ll128_bytes = 24 << 20;
   int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
+  int share_gpu = 0;     // 1: ranks may share a GPU (time-sliced; for tests on fewer GPUs)
 
   std::string encode() const {
     std::ostringstream os;
@@ -103,7 +105,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -113,7 +115,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.algo;
+        a.tune.reg_pipe_min >> a.share_gpu >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -155,6 +157,10 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
   a.ll128_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL128_BLOCKS", 0)));
+  // setting: ACTORCC_CUDA_SHARE_GPU - 1 lets ranks share a GPU (refused otherwise): every wait on a
+  // rank of the same GPU then lasts until the GPU switches processes, so only for tests that run
+  // more ranks than there are GPUs
+  if (auto v = env::get_bool("ACTORCC_CUDA_SHARE_GPU")) a.share_gpu = *v ? 1 : 0;
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -179,6 +185,24 @@ std::string normalize_algo(const std::string& a, int rank) {
   return "";
 }
 
+// Two ranks on one GPU each spin in kernels that the GPU time-slices between the processes (no
+// concurrency without MPS): every wait for the other rank lasts until the GPU switches, so such a
+// group is refused unless rank 0 allowed it (ACTORCC_CUDA_SHARE_GPU, for tests that run more
+// ranks than there are GPUs). Every rank decides from the same peer table and rank 0's setting.
+void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
+  const auto [r, q] = topology::shared_gpu(ctx.peers);
+  if (r < 0) return;
+  const std::string& gpu = ctx.peers[r].gpu_uuid;
+  if (!allowed)
+    throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": ranks " + std::to_string(r) + " and " +
+                               std::to_string(q) + " share GPU " + gpu +
+                               "; the CUDA backend needs one GPU per rank (ACTORCC_CUDA_SHARE_GPU=1 allows it for "
+                               "tests, time-sliced and slow)",
+                           ctx.rank);
+  LOG_WARN("rank " << ctx.rank << ": ranks " << r << " and " << q << " share GPU " << gpu
+                   << " (ACTORCC_CUDA_SHARE_GPU): calls wait for the GPU to switch processes");
+}
+
 class CudaBackend final : public BackendImpl {
  public:
   explicit CudaBackend(GroupContext& ctx) : ctx_(ctx), device_(ctx.options.device) {
@@ -188,16 +212,6 @@ class CudaBackend final : public BackendImpl {
       throw UnsupportedError("rank " + std::to_string(ctx.rank) +
                              ": the CUDA backend serves one node; this group spans " + std::to_string(ctx.num_nodes) +
                              " nodes (the inter-node NCCL rail transport is not built yet)");
-    // Two ranks on one GPU would each spin in kernels that the GPU time-slices between the
-    // processes (no concurrency without MPS): refuse rather than crawl.
-    for (int r = 0; r < ctx.world; ++r)
-      for (int q = r + 1; q < ctx.world; ++q)
-        if (!ctx.peers[r].gpu_uuid.empty() && ctx.peers[r].gpu_uuid == ctx.peers[q].gpu_uuid &&
-            ctx.peers[r].host_id == ctx.peers[q].host_id)
-          throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": ranks " + std::to_string(r) + " and " +
-                                     std::to_string(q) + " share GPU " + ctx.peers[r].gpu_uuid +
-                                     "; the CUDA backend needs one GPU per rank",
-                                 ctx.rank);
     if (ctx.world > cuda::kMaxRanks)
       throw UnsupportedError("the CUDA backend supports up to " + std::to_string(cuda::kMaxRanks) + " ranks per node");
     Deadline dl = Deadline::after(ctx.options.join_timeout);
@@ -215,7 +229,9 @@ class CudaBackend final : public BackendImpl {
       words_ = std::make_shared<HostWords>();
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
       counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
-      ck(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "cudaEventCreate");
+      cudaEvent_t ev = nullptr;
+      ck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+      order_event_.reset(ev);
     } catch (const std::exception& e) {
       err = Outcomes::reason(e);
     }
@@ -227,6 +243,7 @@ class CudaBackend final : public BackendImpl {
     agreed_ = Agreed::decode(all.text(0));
     agreed_.data_blocks = std::max(1, min_blocks);
     agreed_.algo = normalize_algo(agreed_.algo, ctx.rank);
+    refuse_shared_gpu(ctx, agreed_.share_gpu != 0);
     forced_ = agreed_.algo == kAlgoOneshot ? Algo::OneShot
               : agreed_.algo == kAlgoPush  ? Algo::Push
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
@@ -281,7 +298,6 @@ class CudaBackend final : public BackendImpl {
   ~CudaBackend() override {
     int prev = -1;
     if (cudaGetDevice(&prev) == cudaSuccess && prev != device_) cudaSetDevice(device_);
-    if (order_event_) cudaEventDestroy(order_event_);
     // Kernels still queued may use the workspace: let them finish (or fail) before unmapping.
     if (ws_) cudaDeviceSynchronize();
     if (prev >= 0 && prev != device_) cudaSetDevice(prev);
@@ -462,8 +478,8 @@ class CudaBackend final : public BackendImpl {
       return;
     }
     if (cs != cudaStreamCaptureStatusNone || ls != cudaStreamCaptureStatusNone) return;
-    ck(cudaEventRecord(order_event_, last_stream_), "cudaEventRecord");
-    ck(cudaStreamWaitEvent(s, order_event_, 0), "cudaStreamWaitEvent");
+    ck(cudaEventRecord(order_event_.get(), last_stream_), "cudaEventRecord");
+    ck(cudaStreamWaitEvent(s, order_event_.get(), 0), "cudaStreamWaitEvent");
   }
 
   // The pipelined two-shot's call descriptor (equal on every rank for a well-formed call) and,
@@ -501,7 +517,11 @@ class CudaBackend final : public BackendImpl {
   std::unique_ptr<DeviceBuffer> counters_;
   std::unique_ptr<ipc::SharedWorkspace> ws_;
   ipc::RegisteredBuffers registered_;
-  cudaEvent_t order_event_ = nullptr;
+  // Owned here, so a constructor that throws after creating it does not leak it.
+  struct EventDestroy {
+    void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+  };
+  std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy> order_event_;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;
   std::array<const void*, 8> checked_{};

@@ -92,4 +92,12 @@ int assign_nodes(std::vector<PeerInfo>& peers) {
   return static_cast<int>(node_of.size());
 }
 
+std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers) {
+  for (size_t r = 0; r < peers.size(); ++r)
+    for (size_t q = r + 1; q < peers.size(); ++q)
+      if (!peers[r].gpu_uuid.empty() && peers[r].gpu_uuid == peers[q].gpu_uuid && peers[r].host_id == peers[q].host_id)
+        return {static_cast<int>(r), static_cast<int>(q)};
+  return {-1, -1};
+}
+
 }  // namespace actorcc::topology

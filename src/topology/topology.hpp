@@ -3,6 +3,7 @@
 // id, read for the device this process uses whatever CUDA_VISIBLE_DEVICES says.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actorcc/communicator.hpp"
@@ -28,5 +29,9 @@ PeerInfo decode(const std::string& blob);  // throws InvalidArgument on a malfor
 // Fills node and local_rank: nodes numbered by first appearance in rank order, local ranks
 // in rank order within a node. Returns the number of nodes.
 int assign_nodes(std::vector<PeerInfo>& peers);
+
+// The first two ranks (in rank order) that use the same GPU of the same host, or {-1, -1}.
+// Ranks without a GPU share nothing.
+std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers);
 
 }  // namespace actorcc::topology

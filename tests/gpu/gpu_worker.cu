@@ -1,6 +1,10 @@
 // gpu_worker: one rank of the GPU test tier (public API only, like a user's actor). Started by
 // gpu_launch, which passes ACTORCC_TEST_RANK / _WORLD / _IDS (comma-separated UniqueIds).
 //   gpu_worker [--quick] [--no-bench] [--bench-only] [--timeout-test] [--stall-test] [--registered-only]
+//              [--shared-gpu]
+// --shared-gpu: more ranks than GPUs (gpu_launch --devices 0,1,0,1): sets ACTORCC_CUDA_SHARE_GPU,
+// runs the quick matrix without timing and with 20 graph replays / back-to-back rounds, so the
+// kernels' 3-8 rank paths run on real GPUs where only 2 are lent.
 // Tests: every collective x dtype x op, sizes from 1 element to 64 MiB with odd counts, fresh
 // inputs per case, poisoned outputs with guard bytes, in place and out of place, aligned and
 // element-misaligned pointers, each all-reduce algorithm forced and the planner's choice; a
@@ -45,7 +49,12 @@ cudaStream_t g_stream;
 char* d_a = nullptr;  // input buffer
 char* d_b = nullptr;  // output buffer
 size_t g_buf_bytes = 0;
+bool g_shared_gpu = false;  // --shared-gpu: more ranks than GPUs (ACTORCC_CUDA_SHARE_GPU)
 constexpr size_t kGuard = 256;
+
+// Graph replays and back-to-back rounds: `full`, 100 with --quick, 20 with --shared-gpu (there
+// every exchange with a rank on the same GPU waits for the GPU to switch processes).
+long rounds(bool quick, long full = 300) { return g_shared_gpu ? 20 : quick ? 100 : full; }
 constexpr uint8_t kPoison = 0xA5;
 
 uint64_t mix(uint64_t x) {
@@ -784,20 +793,47 @@ void test_registration_mismatch(const std::string& id) {
   cudaFree(other);
 }
 
+// Without ACTORCC_CUDA_SHARE_GPU, ranks sharing a GPU are refused with an error that says so
+// (or, if the NCCL fallback takes such a group, it says which backend it got); nothing hangs.
+void refused_without_share_setting(const std::string& id) {
+  ++g_cases;
+  try {
+    auto c = make_comm_with(id, "", {{"ACTORCC_CUDA_SHARE_GPU", "0"}});
+    if (c->plan(Collective::AllReduce, 4096) != "nccl")
+      fail("ranks sharing a GPU were accepted by the CUDA backend without the setting");
+    else if (g_rank == 0) std::printf("shared GPU without the setting: NCCL fallback took the group\n");
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).find("share GPU") == std::string::npos)
+      fail(std::string("shared GPU refused with an unclear error: ") + e.what());
+    else if (g_rank == 0) std::printf("shared GPU without the setting: %s\n", e.what());
+  }
+  setenv("ACTORCC_CUDA_SHARE_GPU", "1", 1);  // make_comm_with removed it
+}
+
 }  // namespace
 
 // ---- all-reduce sweeps ----------------------------------------------------------------------
 constexpr DataType kTypes[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Float64,
                                DataType::Int8,    DataType::UInt8,   DataType::Int32,    DataType::Int64};
 constexpr RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+// With --shared-gpu beyond 4 ranks (3-4 processes per GPU, every exchange several process
+// switches) one type per element size and three ops, so the matrix fits its time.
+std::vector<DataType> test_types() {
+  if (g_shared_gpu && g_world > 4) return {DataType::Int8, DataType::Float16, DataType::Float32, DataType::Int64};
+  return {std::begin(kTypes), std::end(kTypes)};
+}
+std::vector<RedOp> test_ops() {
+  if (g_shared_gpu && g_world > 4) return {RedOp::Sum, RedOp::Min, RedOp::Avg};
+  return {std::begin(kOps), std::end(kOps)};
+}
 
 // Every dtype x op x size through `c` (the cases `keep` admits): out of place, in place for
 // float32 and bfloat16, and element-misaligned where misaligned_at(n). One seed per case.
 template <typename Keep, typename Misaligned>
 void allreduce_sweep(Communicator& c, const std::string& name, const std::vector<size_t>& sizes, uint64_t& seed,
                      Keep keep, Misaligned misaligned_at) {
-  for (DataType t : kTypes)
-    for (RedOp op : kOps)
+  for (DataType t : test_types())
+    for (RedOp op : test_ops())
       for (size_t n : sizes) {
         if (!keep(t, op, n)) continue;
         test_allreduce(c, name, t, op, n, false, 0, seed++);
@@ -826,8 +862,8 @@ void mixed_sweep(Communicator& c, const std::string& name, bool quick, uint64_t&
   std::vector<size_t> sizes = {5000, 65543, 300001, (1u << 20) + 5};
   if (!quick) sizes.push_back((8u << 20) + 1);
   allreduce_sweep(c, name, sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543; });
-  test_graph(c, quick ? 100 : 300);
-  test_back_to_back(c, quick ? 100 : 300);
+  test_graph(c, rounds(quick));
+  test_back_to_back(c, rounds(quick));
   if (g_rank == 0) std::printf("all_reduce[%s mixed]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
 }
 
@@ -847,9 +883,9 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
                             {{"ACTORCC_CUDA_PIPE_TILE", "16384"}, {"ACTORCC_CUDA_MIN_TILE", "4096"}});
     register_test_buffers(*c);
     forced_sweep(*c, "pipe_registered", !quick, seed);
-    test_graph(*c, quick ? 100 : 300);
-    test_back_to_back(*c, quick ? 100 : 300);
-    test_back_to_back(*c, quick ? 100 : 300, true);
+    test_graph(*c, rounds(quick));
+    test_back_to_back(*c, rounds(quick));
+    test_back_to_back(*c, rounds(quick), true);
     c->deregister_buffer(d_b);
     test_allreduce(*c, "pipe_deregistered", DataType::Float32, RedOp::Sum, 300001, false, 0, seed++);
     c->deregister_buffer(d_a);
@@ -864,7 +900,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
     if (g_world == 2 && (reg != "twoshot_pipe" || plain == "twoshot_pipe"))
       fail("plan(all_reduce, 2 MiB): registered '" + reg + "', not registered '" + plain + "'");
     mixed_sweep(*c, "auto_registered", quick, seed);
-    test_back_to_back(*c, quick ? 100 : 300, true);
+    test_back_to_back(*c, rounds(quick), true);
   }
   test_registration_mismatch(ids[23]);
 }
@@ -879,7 +915,9 @@ int main(int argc, char** argv) {
     else if (a == "--timeout-test") timeout_test = true;
     else if (a == "--stall-test") stall = true;
     else if (a == "--registered-only") reg_only = true;
+    else if (a == "--shared-gpu") g_shared_gpu = quick = true, do_bench = false;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines survive a kill by the caller's timeout
   const char* r = std::getenv("ACTORCC_TEST_RANK");
   const char* w = std::getenv("ACTORCC_TEST_WORLD");
   const char* ids_env = std::getenv("ACTORCC_TEST_IDS");
@@ -889,6 +927,7 @@ int main(int argc, char** argv) {
   }
   g_rank = std::atoi(r);
   g_world = std::atoi(w);
+  if (g_shared_gpu) setenv("ACTORCC_CUDA_SHARE_GPU", "1", 1);
   auto ids = split(ids_env);
   CK(cudaSetDevice(0));
   CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
@@ -899,8 +938,8 @@ int main(int argc, char** argv) {
   auto t_start = std::chrono::steady_clock::now();
   int exit_code = 0;
   try {
-    const auto& types = kTypes;
-    const auto& ops = kOps;
+    const auto types = test_types();
+    const auto ops = test_ops();
     uint64_t seed = 1;
     if (stall && g_world > 1) {
       // Variants: (label, env settings, bytes). Each gets its own communicator (ids 0..).
@@ -920,6 +959,7 @@ int main(int argc, char** argv) {
         stall_test(*c, vs[k].label, vs[k].bytes, {0, 300, 1000, 3000, 0});
       }
     }
+    if (g_shared_gpu) refused_without_share_setting(ids[25]);
     if (reg_only && g_world > 1) registered_groups(ids, true, seed);
     if (!bench_only && !stall && !reg_only) {
       // 1. the planner's choice, every dtype x op, sizes across every algorithm's range
@@ -963,8 +1003,8 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 10; ++i) c->barrier(g_stream);
         sync_or_fail("barrier");
         if (g_rank == 0) std::printf("after rs/ag/bcast/barrier: %ld cases, %ld failures\n", g_cases, g_fail);
-        test_graph(*c, 1000);
-        test_back_to_back(*c, 1000);
+        test_graph(*c, rounds(false, 1000));
+        test_back_to_back(*c, rounds(false, 1000));
         if (g_rank == 0) std::printf("after graph + back-to-back: %ld cases, %ld failures\n", g_cases, g_fail);
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
@@ -979,7 +1019,7 @@ int main(int argc, char** argv) {
             for (DataType t : types)
               for (size_t n : {size_t(5), size_t(4099), size_t(2000000)})
                 if (n * dtype_size(t) * g_world <= (64u << 20)) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
-          test_graph(*c, quick ? 100 : 300);
+          test_graph(*c, rounds(quick));
           if (g_rank == 0) std::printf("all_reduce[%s]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
         }
         // 3. the pipelined two-shot with small tiles (many tiles per CTA: the RS/AG overlap and
@@ -1000,8 +1040,8 @@ int main(int argc, char** argv) {
                 return n * dtype_size(t) > (1u << 20) * 2 / g_world && large_only_sum_avg(t, op, n);
               },
               [](size_t n) { return n == 300001; });
-          test_graph(*c, quick ? 100 : 300);
-          test_back_to_back(*c, quick ? 100 : 300);
+          test_graph(*c, rounds(quick));
+          test_back_to_back(*c, rounds(quick));
           test_bad_buffers(*c, seed++);
           if (g_rank == 0) std::printf("all_reduce[pipe_t8k mixed]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }

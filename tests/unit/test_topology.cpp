@@ -57,6 +57,23 @@ TEST(Topology, NodesByFirstAppearanceAndLocalRanksInRankOrder) {
   }
 }
 
+TEST(Topology, SharedGpuIsTheFirstPairOnOneGpuOfOneHost) {
+  auto on = [](int rank, const char* host, const char* gpu) {
+    PeerInfo p = peer(rank, host);
+    p.gpu_uuid = gpu;
+    return p;
+  };
+  // Same UUID on two hosts (virtual nodes) and ranks without a GPU share nothing.
+  std::vector<PeerInfo> peers = {on(0, "A", "GPU-1"), on(1, "B", "GPU-1"), on(2, "A", ""), on(3, "A", "")};
+  EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(-1, -1));
+  peers.push_back(on(4, "B", "GPU-2"));
+  peers.push_back(on(5, "A", "GPU-1"));
+  peers.push_back(on(6, "B", "GPU-2"));
+  EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(0, 5));
+  peers[5].gpu_uuid = "GPU-3";
+  EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(4, 6));
+}
+
 TEST(Topology, NodeIdOverrideMakesVirtualNodes) {
   setenv("ACTORCC_NODE_ID", "virtual7", 1);
   std::string a = topology::host_id();

@@ -152,9 +152,11 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   if (!ll128_supports(a.dtype, a.send, a.recv))
     return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
   const size_t groups = ceil_div(bytes, group_data(esz));
-  // At least t.ll128_min_groups groups per CTA (small messages: fewer, busier CTAs), otherwise
-  // spread over every CTA; balanced rounds when a slice exceeds a slot.
-  size_t gpb = std::max(ceil_div(groups, size_t(c.ll128_blocks)), std::max<size_t>(1, t.ll128_min_groups));
+  // At least t.ll128_min_groups groups per CTA (small messages: fewer, busier CTAs) and
+  // t.ll128_busy_groups where one CTA per SM remains, otherwise spread over every CTA; balanced
+  // rounds when a slice exceeds a slot.
+  const size_t busy = std::min(t.ll128_busy_groups, ceil_div(groups, size_t(std::max(1, c.data_blocks))));
+  size_t gpb = std::max({ceil_div(groups, size_t(c.ll128_blocks)), t.ll128_min_groups, busy, size_t(1)});
   const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
   gpb = ceil_div(groups, blocks);
   const size_t cap = std::max<size_t>(1, c.ll128_slot_bytes / kGroupSlot);

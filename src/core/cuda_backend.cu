@@ -105,7 +105,7 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -115,7 +115,7 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.share_gpu >> a.algo;
+        a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.share_gpu >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -149,6 +149,8 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_max = env_size("ACTORCC_CUDA_LL128_MAX", a.tune.ll128_max);
   // setting: ACTORCC_CUDA_LL128_MIN_GROUPS - fewest 4-line groups per CTA of the LL128 one-shot (default 4)
   a.tune.ll128_min_groups = env_size("ACTORCC_CUDA_LL128_MIN_GROUPS", a.tune.ll128_min_groups);
+  // setting: ACTORCC_CUDA_LL128_BUSY_GROUPS - fewest groups per CTA of the LL128 one-shot while one CTA per SM remains (default 32; 0 off)
+  a.tune.ll128_busy_groups = env_size("ACTORCC_CUDA_LL128_BUSY_GROUPS", a.tune.ll128_busy_groups);
   // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)

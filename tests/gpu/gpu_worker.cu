@@ -1087,14 +1087,14 @@ int main(int argc, char** argv) {
       }
       // variants (the settings are agreed from rank 0, and every rank sets the same)
       struct V { const char* name; const char* algo; EnvList env; std::vector<size_t> sizes; };
-      const std::vector<size_t> mid = {1 << 20, 2 << 20, 3 << 20, 4 << 20, 6 << 20, 8 << 20, 16 << 20};
+      const std::vector<size_t> mid = {262144, 524288, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 6 << 20, 8 << 20, 16 << 20};
       const std::vector<V> vs = {
           {"ll128", "oneshot_ll128", {}, mid},
-          {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}}, mid},
-          {"ll128_g32", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "32"}}, mid},
-          {"ll128_g48", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "48"}}, mid},
-          {"ll128_g24", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_MIN_GROUPS", "24"}}, mid},
-          {"ll128_b132", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}}, mid},
+          {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}}, mid},
+          {"ll128_busy24", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "24"}}, mid},
+          {"ll128_busy48", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "48"}}, mid},
+          {"ll128_busy64", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "64"}}, mid},
+          {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}}, mid},
           {"ll128", "oneshot_ll128", {}, mid},
       };
       for (size_t k = 0; k < vs.size(); ++k) {

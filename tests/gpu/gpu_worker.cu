@@ -1087,15 +1087,15 @@ int main(int argc, char** argv) {
       }
       // variants (the settings are agreed from rank 0, and every rank sets the same)
       struct V { const char* name; const char* algo; EnvList env; std::vector<size_t> sizes; };
-      const std::vector<size_t> mid = {262144, 524288, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 6 << 20, 8 << 20, 16 << 20};
       const std::vector<V> vs = {
-          {"ll128", "oneshot_ll128", {}, mid},
-          {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}}, mid},
-          {"ll128_busy24", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "24"}}, mid},
-          {"ll128_busy48", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "48"}}, mid},
-          {"ll128_busy64", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "64"}}, mid},
-          {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}}, mid},
-          {"ll128", "oneshot_ll128", {}, mid},
+          {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
+          {"ll128", "oneshot_ll128", {},
+           {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
+          {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
+           {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
+          // the CTA count before TUNING.md rows 30-31 (at least 4 groups per CTA only)
+          {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
+           {1 << 20, 2 << 20, 3 << 20, 4 << 20, 8 << 20, 16 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

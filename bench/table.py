@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The all-reduce table of a GPU run folder (bench/results/<run>/bench/*.json, as written by
-scripts/bench_gpu.sh) in Markdown, with issue 4's bars checked per size: actorcc eager and
+scripts/bench_gpu.sh) in Markdown, with issue 4's bars (2 ranks; for other worlds the column
+says where NCCL was faster instead) checked per size: actorcc eager and
 graph against NCCL and NCCL with symmetric windows from the same run, the ratio to the faster
 of the two, the algorithm actorcc's planner ran, and the ratio ranges of the permuted-device and
 torchrun cases.
@@ -23,7 +24,10 @@ def load(folder, case):
     if not found:
         return None
     with open(found[0]) as f:
-        return {r["impl"]: r for r in json.load(f)["results"] if not r.get("skipped")}
+        doc = json.load(f)
+    impls = {r["impl"]: r for r in doc["results"] if not r.get("skipped")}
+    impls["_ranks"] = doc.get("settings", {}).get("ranks", 2)
+    return impls
 
 
 def rows(result):
@@ -46,6 +50,14 @@ def verdict(b, t, busbw, graph):
     return "" if busbw >= BUSBW_BAR else f"{'graph' if graph else 'eager'} missed by {BUSBW_BAR - busbw:.1f} GB/s"
 
 
+def against_nccl(ea, ga):
+    """Beyond 2 ranks there are no bars: '' when actorcc is at least as fast as the faster NCCL
+    in both modes, else by how much NCCL was faster."""
+    slow = [f"{mode} NCCL {100 * (r['ratio'] - 1):.0f}% faster" for mode, r in (("eager", ea), ("graph", ga))
+            if r and r.get("ratio", 0) > 1.0]
+    return ", ".join(slow)
+
+
 def cell(r, big):
     if r is None:
         return "-"
@@ -61,29 +73,38 @@ def main(folder):
     eager, graph = load(folder, "actors-eager"), load(folder, "actors-graph")
     if not eager or not graph:
         sys.exit(f"{folder}: no actors-eager / actors-graph JSON under bench/")
+    ranks = eager.pop("_ranks")
+    graph.pop("_ranks")
     e_a, g_a = rows(eager["actorcc"]), rows(graph["actorcc"])
     e_n, e_s = rows(eager.get("nccl")), rows(eager.get("nccl-symmetric"))
     g_n, g_s = rows(graph.get("nccl")), rows(graph.get("nccl-symmetric"))
     print("| bytes | actorcc eager | NCCL eager | NCCL symm. eager | ratio | actorcc graph | NCCL graph "
-          "| NCCL symm. graph | ratio | algorithm | bar |")
+          f"| NCCL symm. graph | ratio | algorithm | {'bar' if ranks == 2 else f'{ranks} ranks: against NCCL'} |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for b in sorted(e_a):
         big = b >= 64 << 20
         ea, ga = e_a[b], g_a.get(b)
-        missed = [v for v in (verdict(b, ea["time_us"], ea["busbw"], False),
-                              verdict(b, ga["time_us"], ga["busbw"], True) if ga else "") if v]
+        if ranks == 2:
+            missed = [v for v in (verdict(b, ea["time_us"], ea["busbw"], False),
+                                  verdict(b, ga["time_us"], ga["busbw"], True) if ga else "") if v]
+        else:
+            missed = [v for v in (against_nccl(ea, ga),) if v]
         print(f"| {size_name(b)} | {cell(ea, big)} | {cell(e_n.get(b), False)} | {cell(e_s.get(b), False)} "
               f"| {ea.get('ratio', float('nan')):.2f} | {cell(ga, big)} | {cell(g_n.get(b), False)} "
               f"| {cell(g_s.get(b), False)} | {ga.get('ratio', float('nan')) if ga else float('nan'):.2f} "
-              f"| {ea.get('algo', '-')} | {', '.join(missed) if missed else 'met'} |")
+              f"| {ea.get('algo', '-')} | {', '.join(missed) if missed else ('met' if ranks == 2 else 'not slower')} |")
     wrong = sum(r["wrong"] for res in (eager, graph) for impl in res.values() for r in impl["rows"])
     print(f"\n#wrong summed over every row of the eager and graph cases: {wrong}.")
     print(f"Ratios (actorcc / fastest NCCL): eager {ratio_range(eager['actorcc'])}, "
           f"graph {ratio_range(graph['actorcc'])}", end="")
     permute = load(folder, "actors-permute")
     if permute:
+        permute.pop("_ranks")
         print(f", permuted devices {ratio_range(permute['actorcc'])}", end="")
     torchrun, torchrun_nccl = load(folder, "torchrun"), load(folder, "torchrun-nccl")
+    for res in (torchrun, torchrun_nccl):
+        if res:
+            res.pop("_ranks")
     if torchrun and torchrun_nccl and "actorcc" in torchrun:
         ta, tn = rows(torchrun["actorcc"]), rows(torchrun_nccl.get("nccl"))
         rs = [ta[b]["time_us"] / tn[b]["time_us"] for b in ta if b in tn and tn[b]["time_us"] > 0]

@@ -39,8 +39,8 @@ struct Tuning {
   size_t ll128_min_groups = 4;
   // ... and at least ll128_busy_groups per CTA (4 per warp of 256 threads) where that still
   // leaves one CTA per SM: a warp's first push and last receive are the parts of its chain
-  // nothing overlaps, so 1.3-2.7 groups per warp (the 396 CTAs at 2-4 MiB) lost 1-2 us
-  // (tests/gpu/TUNING.md row 30). 0: off.
+  // nothing overlaps, so 1.3-2.7 groups per warp (the 396 CTAs at 2-4 MiB) lost 0.9-1.4 us
+  // on one machine and nothing measurable on another (tests/gpu/TUNING.md rows 30-31). 0: off.
   size_t ll128_busy_groups = 32;
   // Registered outputs (2 ranks): all-reduces from reg_pipe_min bytes take the pipelined
   // two-shot, whose all-gather then writes straight into the peers' outputs.

@@ -514,7 +514,8 @@ RULES: list[Rule] = [
          check_cvd_shape, "group"),
     Rule("shared-gpu", "error", "Two ranks use the same GPU",
          (), "Give each rank its own GPU (Ray: num_gpus=1 per actor; check CUDA_VISIBLE_DEVICES and "
-         "the device each rank selects). NCCL refuses duplicate GPUs in a communicator.",
+         "the device each rank selects). NCCL refuses duplicate GPUs in a communicator, and so does "
+         "actorcc unless ACTORCC_CUDA_SHARE_GPU=1 (for tests only: the GPU time-slices the ranks).",
          check_shared_gpu, "group"),
     Rule("nvls-rank-order", "error", "Rank order differs from physical GPU order with NVLS on",
          (NCCL_ISSUE + "1906",), "Set NCCL_NVLS_ENABLE=0, or assign ranks in physical GPU order (sort "

@@ -9,17 +9,14 @@ set -u
 source "$(dirname "$0")/build_tier.sh"
 
 declare -A RC
-run_cfg() {  # name devices timeout worker-args...
-  local name=$1 devs=$2 to=$3; shift 3
-  local t=$(date +%s)
-  timeout -k 5 "$to" env ${CFG_ENV:-} "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
-    > "$OUT/gpu_$name.log" 2>&1
+run_cfg() {  # name devices cap worker-args... (settings in CFG_ENV)
+  local name=$1 devs=$2 to=$3
+  shift 3
+  gpu_group "$name" "$devs" "$to" "${CFG_ENV:-}" "$@"
   RC[$name]=$?
-  echo "$name: exit ${RC[$name]} in $(( $(date +%s) - t )) s"
 }
 # Time caps leave room for the later configurations within the device call's budget.
 BUDGET="${ACTORCC_GPU_BUDGET:-400}"
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 cap() { local want=$1 reserve=$2 l; l=$(( $(left) - reserve )); [ $l -lt $want ] && want=$l; [ $want -lt 10 ] && want=10; echo $want; }
 run_cfg masked 0,1 "$(cap 220 95)" --timeout-test
 # (the permuted group also checks the kernels without programmatic dependent launch)

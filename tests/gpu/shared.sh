@@ -11,17 +11,13 @@ source "$(dirname "$0")/build_tier.sh"
 BUDGET="${1:-330}"
 FAILED=0
 run_shared() {  # world devices cap
-  local w=$1 devs=$2 cap=$3 left t
-  left=$(( BUDGET - ($(date +%s) - T0) ))
-  [ "$left" -lt "$cap" ] && cap=$left
+  local w=$1 devs=$2 cap=$3
+  [ "$(left)" -lt "$cap" ] && cap=$(left)
   if [ "$cap" -lt 20 ]; then echo "shared$w: skipped (no time left)"; FAILED=1; return; fi
-  t=$(date +%s)
-  timeout -k 5 "$cap" "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((cap - 5)) -- "$BIN/gpu_worker" --shared-gpu \
-    > "$OUT/gpu_shared$w.log" 2>&1
-  local rc=$?
-  echo "shared$w ($devs): exit $rc in $(( $(date +%s) - t )) s; $(grep -h '^RESULT' "$OUT/gpu_shared$w.log" | tr '\n' ';')"
+  gpu_group "shared$w" "$devs" "$cap" "" --shared-gpu || FAILED=1
+  grep -h '^RESULT' "$OUT/gpu_shared$w.log" | tr '\n' ';'
+  echo
   grep -h "FAIL\|exception\|gpu_launch:\|CUDA error" "$OUT/gpu_shared$w.log" | head -10
-  [ "$rc" = 0 ] || FAILED=1
 }
 run_shared 4 0,1,0,1 "${ACTORCC_SHARED4_S:-120}"
 run_shared 3 0,1,0 "${ACTORCC_SHARED3_S:-90}"

@@ -10,14 +10,9 @@
 set -u
 BUDGET="${ACTORCC_GPU_BUDGET:-420}"
 source "$(dirname "$0")/build_tier.sh"
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 group() {  # name devices cap env worker-args...
-  local name=$1 devs=$2 to=$3 envs=$4; shift 4
-  [ "$to" -lt 20 ] && { echo "$name: skipped (no time left)"; return; }
-  local t=$(date +%s)
-  timeout -k 5 "$to" env $envs "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((to - 5)) -- "$BIN/gpu_worker" "$@" \
-    > "$OUT/gpu_$name.log" 2>&1
-  echo "$name: exit $? in $(( $(date +%s) - t )) s (cap $to)"
+  [ "$3" -lt 20 ] && { echo "$1: skipped (no time left)"; return; }
+  gpu_group "$@"
 }
 TO=$(( $(left) - 150 )); [ $TO -gt 210 ] && TO=210
 group timing 0,1 "$TO" "ACTORCC_TEST_TUNE_ONLY=1" --bench-only

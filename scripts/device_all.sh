@@ -12,25 +12,9 @@
 # Results come back as $OUT/<phase>.tgz (logs, JSON, PNG) and $OUT/<phase>-summary.txt.
 set -u
 phase=${1:?usage: device_all.sh phase1|phase2}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/device-out}
-W=/tmp/actorcc-device/$phase
-B=$ROOT/build-gpu
-mkdir -p "$W" "$OUT"
+RUN=$phase
+source "$(dirname "$0")/device_steps.sh"
 export PYTHONPATH=$B/python/pkg
-SUMMARY=$W/summary.txt
-: >"$SUMMARY"
-step() {  # name timeout command...: runs, logs to $W/name.log, records the exit status
-  local name=$1 to=$2
-  shift 2
-  local t0=$(date +%s)
-  timeout -k 10 "$to" "$@" >"$W/$name.log" 2>&1
-  local rc=$?
-  printf '%-28s exit %3d  %4ds\n' "$name" "$rc" "$(($(date +%s) - t0))" | tee -a "$SUMMARY"
-  return $rc
-}
 
 if [ "$phase" = phase1 ]; then
   nvidia-smi topo -m >"$W/topo.txt" 2>&1
@@ -76,5 +60,4 @@ else
 fi
 echo "== summary ($phase)"
 cat "$SUMMARY"
-cp "$SUMMARY" "$OUT/$phase-summary.txt"
-tar czf "$OUT/$phase.tgz" -C "$W" .
+pack

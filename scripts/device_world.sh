@@ -5,25 +5,10 @@
 # (actorcc against NCCL in the same run). Caps keep it inside ~300 s of device time.
 # Results: $OUT/world.tgz and $OUT/world-summary.txt.
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/device-out}
-W=/tmp/actorcc-device/world
-B=$PWD/build-gpu
-mkdir -p "$W" "$OUT"
-SUMMARY=$W/summary.txt
-: >"$SUMMARY"
-step() {  # name timeout command...
-  local name=$1 to=$2 t0=$(date +%s)
-  shift 2
-  timeout -k 5 "$to" "$@" >"$W/$name.log" 2>&1
-  local rc=$?
-  printf '%-16s exit %3d  %4ds\n' "$name" "$rc" "$(($(date +%s) - t0))" | tee -a "$SUMMARY"
-  return $rc
-}
+RUN=world
+source "$(dirname "$0")/device_steps.sh"
 finish() {
-  cp "$SUMMARY" "$OUT/world-summary.txt"
-  tar czf "$OUT/world.tgz" -C "$W" .
+  pack
   exit "$1"
 }
 N=$(nvidia-smi -L | wc -l)

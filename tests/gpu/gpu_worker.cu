@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -757,14 +758,34 @@ std::unique_ptr<Communicator> make_comm(const std::string& id, const std::string
   return std::make_unique<Communicator>(UniqueId::parse(id), g_rank, g_world, o);
 }
 
-// A communicator made while `env` is set (settings are read at creation; rank 0's win), with
-// the variables removed again afterwards.
+// Sets `env` for its lifetime; each variable gets back its earlier value (or is removed again)
+// at the end, also when the communicator's creation throws.
 using EnvList = std::vector<std::pair<const char*, const char*>>;
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const EnvList& env) {
+    for (auto& [name, value] : env) {
+      const char* old = std::getenv(name);
+      before_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [name, old] : before_)
+      if (old) setenv(name, old->c_str(), 1);
+      else unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> before_;
+};
+
+// A communicator made while `env` is set (settings are read at creation; rank 0's win).
 std::unique_ptr<Communicator> make_comm_with(const std::string& id, const std::string& algo, const EnvList& env) {
-  for (auto& e : env) setenv(e.first, e.second, 1);
-  auto c = make_comm(id, algo);
-  for (auto& e : env) unsetenv(e.first);
-  return c;
+  const ScopedEnv scoped(env);
+  return make_comm(id, algo);
 }
 
 // Rank 1 passes an output that is not the registered buffer rank 0 uses: the pipe must refuse
@@ -806,7 +827,6 @@ void refused_without_share_setting(const std::string& id) {
       fail(std::string("shared GPU refused with an unclear error: ") + e.what());
     else if (g_rank == 0) std::printf("shared GPU without the setting: %s\n", e.what());
   }
-  setenv("ACTORCC_CUDA_SHARE_GPU", "1", 1);  // make_comm_with removed it
 }
 
 }  // namespace

@@ -161,11 +161,11 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
                              rank);
   } else {
     auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
-    if (!bad.empty() && topology::shared_gpu(ctx.peers).first >= 0)
+    if (!bad.empty()) {
       // NCCL refuses a GPU used by two ranks too, and only on those ranks: the others would wait
       // in its setup for them (measured: 3 ranks on 2 GPUs hung there).
-      throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad, rank);
-    if (!bad.empty()) {
+      if (topology::shared_gpu(ctx.peers).first >= 0)
+        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad, rank);
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
       std::string why = "the NVLink/VMM path is unavailable:" + bad;
       backend.reset();

@@ -48,6 +48,11 @@ struct Tuning {
   // Threads per LL128 CTA; with 3 CTAs of 256 per SM (ll128_blocks in DeviceComm) LL128
   // measured 0.6-1 us faster at 1-16 MiB than with one CTA of 512 (TUNING.md row 20).
   int ll128_threads = 256;
+  // LL128 two-shot (cuda_twoshot_ll128.cu), more than 2 ranks only: all-reduces of
+  // ll128_twoshot_min up to ll128_twoshot_max bytes (the LL128 one-shot below, the pipelined
+  // two-shot above). With 2 ranks it moves the one-shot's bytes with one more hop: never planned.
+  size_t ll128_twoshot_min = 256 << 10;
+  size_t ll128_twoshot_max = 64 << 20;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -88,6 +93,7 @@ size_t dtype_bytes(int dtype);
 cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
 cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
 cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
+cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_ll128.cu
 cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu

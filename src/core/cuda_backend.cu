@@ -93,8 +93,9 @@ struct Agreed {
   size_t ll_slot_bytes = 16 << 10;
   // LL128 region: 24 MiB takes 12 MiB of a 2-rank all-reduce per round on 132 CTAs; measured
   // as fast as 48 MiB at 4 and 16 MiB and faster at 64 MiB (more rounds, but the slots stay
-  // in L2; tests/gpu/TUNING.md row 13).
-  size_t ll128_bytes = 24 << 20;
+  // in L2; tests/gpu/TUNING.md row 13). 0: that for 2 ranks, 48 MiB for more (their slots are
+  // split among world - 1 sources, and the LL128 two-shot halves each slot again).
+  size_t ll128_bytes = 0;
   int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
   int share_gpu = 0;     // 1: ranks may share a GPU (time-sliced; for tests on fewer GPUs)
 
@@ -105,7 +106,8 @@ struct Agreed {
        << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
+       << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << tune.ll128_twoshot_min << ' '
+       << tune.ll128_twoshot_max << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -115,7 +117,8 @@ struct Agreed {
         a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.share_gpu >> a.algo;
+        a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.tune.ll128_twoshot_min >> a.tune.ll128_twoshot_max >>
+        a.share_gpu >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -151,10 +154,14 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_min_groups = env_size("ACTORCC_CUDA_LL128_MIN_GROUPS", a.tune.ll128_min_groups);
   // setting: ACTORCC_CUDA_LL128_BUSY_GROUPS - fewest groups per CTA of the LL128 one-shot while one CTA per SM remains (default 32; 0 off)
   a.tune.ll128_busy_groups = env_size("ACTORCC_CUDA_LL128_BUSY_GROUPS", a.tune.ll128_busy_groups);
-  // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB)
+  // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB for 2 ranks, 48 MiB for more)
   a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
   // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
   a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
+  // setting: ACTORCC_CUDA_LL128_TWOSHOT_MIN - all-reduce bytes (more than 2 ranks) from which the LL128 two-shot is used
+  a.tune.ll128_twoshot_min = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MIN", a.tune.ll128_twoshot_min);
+  // setting: ACTORCC_CUDA_LL128_TWOSHOT_MAX - all-reduce bytes (more than 2 ranks) up to which the LL128 two-shot is used
+  a.tune.ll128_twoshot_max = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MAX", a.tune.ll128_twoshot_max);
   // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
   a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
@@ -175,6 +182,7 @@ const char* kAlgoPush = "oneshot_push";
 const char* kAlgoTwoshot = "twoshot";
 const char* kAlgoPipe = "twoshot_pipe";
 const char* kAlgoLL128 = "oneshot_ll128";
+const char* kAlgoLL128TwoShot = "twoshot_ll128";
 
 std::string normalize_algo(const std::string& a, int rank) {
   if (a.empty() || a == "auto") return "";
@@ -183,6 +191,7 @@ std::string normalize_algo(const std::string& a, int rank) {
   if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
   if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
   if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
+  if (a == "twoshot_ll128" || a == "ll128_twoshot") return kAlgoLL128TwoShot;
   LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
   return "";
 }
@@ -251,6 +260,7 @@ class CudaBackend final : public BackendImpl {
               : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
               : agreed_.algo == kAlgoPipe  ? Algo::Pipe
               : agreed_.algo == kAlgoLL128 ? Algo::LL128
+              : agreed_.algo == kAlgoLL128TwoShot ? Algo::LL128TwoShot
                                              : Algo::Other;
 
     // Workspace layout (see kernels/device_comm.cuh).
@@ -268,8 +278,9 @@ class CudaBackend final : public BackendImpl {
     d.ll_slot_bytes = agreed_.ll_slot_bytes;
     d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
     d.ll128_blocks = agreed_.ll128_blocks > 0 ? agreed_.ll128_blocks : std::min(cuda::kMaxBlocks, 3 * NB);
-    d.ll128_slot_bytes =
-        std::max<size_t>(512, agreed_.ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512);
+    // At least 2 groups of 512 bytes per slot: the LL128 two-shot uses one half for each phase.
+    const size_t ll128_bytes = agreed_.ll128_bytes ? agreed_.ll128_bytes : size_t(24 << 20) * std::min(W - 1, 2);
+    d.ll128_slot_bytes = std::max<size_t>(1024, ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512);
     d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
     d.data_blocks = NB;
     d.tile_bytes = tile;
@@ -309,7 +320,7 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, LL128TwoShot, Push, TwoShot, Pipe, Other };
 
   Algo pick(Collective c, size_t bytes, bool registered_output) const {
     if (ctx_.world == 1) return Algo::Copy;
@@ -325,6 +336,10 @@ class CudaBackend final : public BackendImpl {
     // the two-shot's, so its range ends at the push's old limit (4 MiB x 2/world).
     const size_t scale = size_t(ctx_.world);
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
+    // With more than 2 ranks the LL128 two-shot moves 2 (world-1)/world copies out of each rank
+    // instead of world - 1, without the pipe's per-tile flag rounds.
+    if (scale > 2 && bytes >= agreed_.tune.ll128_twoshot_min && bytes <= agreed_.tune.ll128_twoshot_max)
+      return Algo::LL128TwoShot;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
     if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
@@ -342,6 +357,7 @@ class CudaBackend final : public BackendImpl {
       case Algo::TwoShot: return kAlgoTwoshot;
       case Algo::Pipe: return kAlgoPipe;
       case Algo::LL128: return kAlgoLL128;
+      case Algo::LL128TwoShot: return kAlgoLL128TwoShot;
       default: break;
     }
     switch (c) {
@@ -383,6 +399,7 @@ class CudaBackend final : public BackendImpl {
         else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
         else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
         else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
+        else if (algo == Algo::LL128TwoShot) e = cuda::allreduce_ll128_twoshot(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }

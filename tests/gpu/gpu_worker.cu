@@ -1028,9 +1028,9 @@ int main(int argc, char** argv) {
       }
       // 2. each all-reduce algorithm forced over sizes beyond its planner range
       if (g_world > 1) {
-        const char* algos[5] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128"};
-        const size_t algo_ids[5] = {1, 2, 3, 4, 19};
-        for (int k = 0; k < 5; ++k) {
+        const char* algos[6] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128", "twoshot_ll128"};
+        const size_t algo_ids[6] = {1, 2, 3, 4, 19, 26};
+        for (int k = 0; k < 6; ++k) {
           auto c = make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           forced_sweep(*c, name, k > 0 && !quick, seed);
@@ -1078,6 +1078,17 @@ int main(int argc, char** argv) {
             std::printf("plan(all_reduce, 1 MiB) with small LL128 slots = %s\n", c->plan(Collective::AllReduce, 1 << 20).c_str());
           mixed_sweep(*c, "ll128_small", quick, seed);
         }
+        // 5. the LL128 two-shot forced with 1 KiB slots (1 group per phase and round: many
+        //    rounds per CTA, both parities and both slot halves reused), in place and misaligned,
+        //    a graph and back-to-back rounds. With more than 2 ranks the planner-mixed group
+        //    above takes it from 256 KiB with the same slots.
+        {
+          auto c = make_comm_with(ids[27], "twoshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "1"}});
+          forced_sweep(*c, "ll128_twoshot_small", false, seed);
+          test_graph(*c, rounds(quick));
+          test_back_to_back(*c, rounds(quick));
+          if (g_rank == 0) std::printf("all_reduce[ll128_twoshot_small]: total %ld cases, %ld failures\n", g_cases, g_fail);
+        }
         registered_groups(ids, quick, seed);
       }
     }
@@ -1115,6 +1126,11 @@ int main(int argc, char** argv) {
           // the CTA count before TUNING.md rows 30-31 (at least 4 groups per CTA only)
           {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
            {1 << 20, 2 << 20, 3 << 20, 4 << 20, 8 << 20, 16 << 20}},
+          // the LL128 two-shot (planned for more than 2 ranks), and with the CTA rule off
+          {"ll128_2s", "twoshot_ll128", {},
+           {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
+          {"ll128_2s_busy0", "twoshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
+           {262144, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 24 + (k - 7);

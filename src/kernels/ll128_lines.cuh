@@ -1,0 +1,118 @@
+// LL128 lines, shared by the LL128 one-shot (cuda_oneshot_ll128.cu) and two-shot
+// (cuda_twoshot_ll128.cu): how a warp packs 4 128-byte lines of message bytes plus a 32-bit flag
+// per line, how a receiver polls them, and how a call's groups are cut into CTAs and rounds.
+//
+// Line layout (group g = 4 lines = one warp access; k = lane / 8, j = lane % 8):
+//   lanes j < 7 carry 16 message bytes at g*D + 16*(7k + j) (16-byte aligned: D is 496 or 480);
+//   lane  j = 7 carries P message bytes at g*D + 448 + P*k and the flag in its 4th word;
+//   P = 12 for elements of up to 4 bytes (D = 496), 8 for 8-byte elements (D = 480), so a
+//   lane always holds whole elements.
+// It relies on a warp's aligned 128-byte line reaching the peer whole and being read whole by
+// one warp load (NCCL's LL128 relies on the same on NVLink).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "algorithms/cuda_algorithms.hpp"
+#include "kernels/primitives.cuh"
+
+namespace actorcc::cuda {
+
+constexpr size_t kGroupSlot = 512;  // slot bytes per group (4 lines of 128)
+
+__host__ __device__ constexpr size_t ll128_group_data(size_t esz) { return esz == 8 ? 480 : 496; }
+
+// This lane's place in a group: P message bytes (lane 7 of a line) or 16, at `off` in the group.
+template <typename T>
+struct Ll128Lane {
+  static constexpr unsigned P = sizeof(T) == 8 ? 8 : 12;
+  static constexpr size_t D = ll128_group_data(sizeof(T));
+  unsigned lane;
+  bool flag_lane;
+  unsigned part;
+  size_t off;
+  __device__ Ll128Lane() : lane(threadIdx.x % 32), flag_lane((lane & 7) == 7), part(flag_lane ? P : 16),
+                           off(flag_lane ? 448 + P * (lane >> 3) : 16 * (7 * (lane >> 3) + (lane & 7))) {}
+};
+
+// n (8, 12 or 16) message bytes at `off` into a 16-byte word, zero-filled past `bytes`. The
+// buffer is at least 4-byte aligned (ll128_supports); `vec`: 16-byte aligned.
+__device__ __forceinline__ uint4 load_part(const char* p, size_t off, unsigned n, size_t bytes, bool vec) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (off + n <= bytes) {
+    if (n == 16 && vec) return *reinterpret_cast<const uint4*>(p + off);
+    const unsigned* w = reinterpret_cast<const unsigned*>(p + off);
+    v.x = w[0], v.y = w[1];
+    if (n > 8) v.z = w[2];
+    if (n > 12) v.w = w[3];
+    return v;
+  }
+  unsigned w[4] = {0, 0, 0, 0};
+  for (unsigned i = 0; i < n && off + i < bytes; ++i)
+    w[i / 4] |= unsigned(static_cast<unsigned char>(p[off + i])) << (8 * (i % 4));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ void store_part(char* p, size_t off, unsigned n, size_t bytes, bool vec, uint4 v) {
+  if (off + n <= bytes) {
+    if (n == 16 && vec) {
+      *reinterpret_cast<uint4*>(p + off) = v;
+      return;
+    }
+    unsigned* w = reinterpret_cast<unsigned*>(p + off);
+    w[0] = v.x, w[1] = v.y;
+    if (n > 8) w[2] = v.z;
+    if (n > 12) w[3] = v.w;
+    return;
+  }
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  for (unsigned i = 0; i < n && off + i < bytes; ++i) p[off + i] = static_cast<char>(w[i / 4] >> (8 * (i % 4)));
+}
+
+// Pushes this lane's word of a group (flag in the flag lane's last word) to `line`.
+__device__ __forceinline__ void ll128_push(char* line, uint4 v, bool flag_lane, unsigned flag) {
+  if (flag_lane) v.w = flag;
+  st_volatile_v4(line, v);
+}
+
+// Polls this lane's word of a group at `line` (written by `peer`) until all 4 flags of the warp's
+// lines show `flag` (a stale line is reread whole). Sets `failed` on timeout or abort (recorded
+// by Spin, naming the peer); the whole warp returns together.
+__device__ __forceinline__ uint4 ll128_poll(const DeviceComm& c, Step& st, const char* line, bool flag_lane,
+                                            unsigned flag, int peer, int coll, bool& failed) {
+  const unsigned lane = threadIdx.x % 32;
+  uint4 v = ld_volatile_v4(line);
+  while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
+    if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, peer, coll))) failed = true;
+    v = ld_volatile_v4(line);
+  }
+  return v;
+}
+
+// Buffers the lanes can move: 4-byte words, and 8-byte elements whole.
+inline bool ll128_supports(int dtype, const void* send, const void* recv) {
+  const size_t align = std::max<size_t>(4, dtype_bytes(dtype));
+  return ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & (align - 1)) == 0;
+}
+
+// How `groups` groups are cut: at least t.ll128_min_groups per CTA (small messages: fewer,
+// busier CTAs) and t.ll128_busy_groups where one CTA per SM remains, otherwise spread over every
+// CTA; balanced rounds of at most `cap` groups (a slot's worth) when a CTA's share exceeds it;
+// no more warps than a round has groups.
+struct Ll128Grid {
+  size_t blocks;
+  size_t groups_per_block;
+  size_t round_groups;
+  unsigned threads;
+};
+inline Ll128Grid plan_ll128(size_t groups, size_t cap, const DeviceComm& c, const Tuning& t) {
+  const size_t busy = std::min(t.ll128_busy_groups, ceil_div(groups, size_t(std::max(1, c.data_blocks))));
+  size_t gpb = std::max({ceil_div(groups, size_t(c.ll128_blocks)), t.ll128_min_groups, busy, size_t(1)});
+  const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
+  gpb = ceil_div(groups, blocks);
+  const size_t rounds = ceil_div(gpb, std::max<size_t>(1, cap));
+  const size_t round_groups = ceil_div(gpb, rounds);
+  const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.ll128_threads, round_groups * 32));
+  return {blocks, gpb, round_groups, threads};
+}
+
+}  // namespace actorcc::cuda

@@ -3,8 +3,8 @@
 # the GPU tier and actorcc-bench, runs the GPU tier's quick matrix with one rank per GPU (masked,
 # then the rank -> GPU order reversed, without PDL), then scripts/bench_gpu.sh on every GPU
 # (actorcc against NCCL in the same run). Caps keep it inside ~300 s of device time.
-# `device_world.sh tune`: the timing-only table of tests/gpu (every all-reduce algorithm and
-# variant of gpu_worker --bench-only, actorcc alone) instead of actorcc-bench.
+# `device_world.sh tune`: also the timing-only table of tests/gpu (every all-reduce algorithm
+# and variant of gpu_worker --bench-only, actorcc alone) before actorcc-bench.
 # Results: $OUT/world.tgz and $OUT/world-summary.txt.
 set -u
 RUN=world
@@ -27,7 +27,6 @@ grep -h "^RESULT\|FAIL" "$W"/tier-*.log | head -20
 if [ "${1:-}" = tune ]; then
   step tune 240 env ACTORCC_TEST_TUNE_ONLY=1 "$G/gpu_launch" --devices "$devs" --ids 32 --timeout 235 -- "$G/gpu_worker" --bench-only
   grep -h "^TIME\|FAIL" "$W/tune.log" | head -120
-  finish 0
 fi
 step bench 150 env OUT="$W/bench" BENCH="$B/tools/bench/actorcc-bench" CASE_TIMEOUT=40 HANG_TIMEOUT=35 bash scripts/bench_gpu.sh
 finish 0

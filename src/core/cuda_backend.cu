@@ -328,8 +328,9 @@ class CudaBackend final : public BackendImpl {
     if (forced_ != Algo::Other) return forced_;
     // A registered output: large calls take the pipe, whose all-gather then stores into the
     // peers' outputs directly (no copy out of the workspace); measured from 32 MiB on 2 ranks
-    // (tests/gpu/TUNING.md row 22).
-    if (registered_output && ctx_.world == 2 && bytes >= agreed_.tune.reg_pipe_min) return Algo::Pipe;
+    // (tests/gpu/TUNING.md row 22), and on 4 it ties the LL128 two-shot at 32 MiB and beats it
+    // by 6% at 64 MiB (row 32).
+    if (registered_output && bytes >= agreed_.tune.reg_pipe_min) return Algo::Pipe;
     // One-shot algorithms move (world-1) copies of the message out of every rank, so their
     // thresholds shrink with the world (measured for 2 ranks; a guess beyond). With 2 ranks
     // one-shot and two-shot move the same bytes; with more, the one-shot moves world/2 times
@@ -338,8 +339,7 @@ class CudaBackend final : public BackendImpl {
     if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
     // With more than 2 ranks the LL128 two-shot moves 2 (world-1)/world copies out of each rank
     // instead of world - 1, without the pipe's per-tile flag rounds.
-    if (scale > 2 && bytes >= agreed_.tune.ll128_twoshot_min && bytes <= agreed_.tune.ll128_twoshot_max)
-      return Algo::LL128TwoShot;
+    if (scale > 2 && bytes >= twoshot_ll128_min() && bytes <= agreed_.tune.ll128_twoshot_max) return Algo::LL128TwoShot;
     const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
     if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
     if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
@@ -347,6 +347,15 @@ class CudaBackend final : public BackendImpl {
     // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
     if (bytes >= agreed_.tune.pipe_min) return Algo::Pipe;
     return Algo::TwoShot;
+  }
+
+  // Where the LL128 two-shot takes over from the one-shot (more than 2 ranks): the one-shot
+  // sends (W-1) N, the two-shot 2 (W-1)/W N plus a hop, so the crossover N scales by
+  // W / ((W-1)(W-2)); ll128_twoshot_min is the one measured for 4 ranks (TUNING.md rows 32-33),
+  // other worlds follow that model (8 ranks: 0.29x, 3 ranks: 2.25x) until measured.
+  size_t twoshot_ll128_min() const {
+    const size_t W = size_t(ctx_.world);
+    return agreed_.tune.ll128_twoshot_min * 3 * W / (2 * (W - 1) * (W - 2));
   }
 
   std::string plan(Collective c, size_t bytes, bool registered_output) const override {

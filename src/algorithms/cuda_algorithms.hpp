@@ -51,7 +51,7 @@ struct Tuning {
   // LL128 two-shot (cuda_twoshot_ll128.cu), more than 2 ranks only: all-reduces of
   // ll128_twoshot_min (4 ranks; scaled for other worlds by CudaBackend) up to
   // ll128_twoshot_max bytes, the LL128 one-shot below, the pipelined two-shot above. Measured on
-  // 4 x H200 (TUNING.md row 32): the one-shot faster at 256 KiB, the two-shot from 512 KiB, and
+  // 4 x H200 (TUNING.md rows 32-33): the one-shot faster at 256 KiB, the two-shot from 512 KiB, and
   // faster than the pipe up to 64 MiB (a tie at 256 MiB). With 2 ranks it moves the one-shot's
   // bytes with one more hop: never planned.
   size_t ll128_twoshot_min = 512 << 10;

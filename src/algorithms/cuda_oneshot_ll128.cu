@@ -66,9 +66,11 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
       }
       if (i > 0) {  // receive group i - 1 from every source, fold in rank order
         const size_t r = warp + (i - 1) * nwarps;
-        const uint4 sum = ll128_fold<T, Op, 1>(
-            c, st, own, [&](int k) { return ll128_slot(c, me, par, b, k) + r * kGroupSlot + ln.lane * 16; },
-            ln.flag_lane, flag, coll, failed);
+        const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
+          if (k == me) return own;
+          return ll128_poll(c, st, ll128_slot(c, me, par, b, k) + r * kGroupSlot + ln.lane * 16, ln.flag_lane, flag, k,
+                            coll, failed);
+        });
         if (!failed) store_part(out, (base + r) * D + ln.off, ln.part, bytes, vec, sum);
       }
       own = pushed;
@@ -88,8 +90,7 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
   const size_t bytes = a.count * esz;
   if (!ll128_supports(a.dtype, a.send, a.recv))
     return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
-  const Ll128Grid g = plan_ll128(ceil_div(bytes, ll128_group_data(esz)), c.ll128_slot_bytes / kGroupSlot,
-                                  size_t(c.ll128_blocks), c, t);
+  const Ll128Grid g = plan_ll128(ceil_div(bytes, ll128_group_data(esz)), c.ll128_slot_bytes / kGroupSlot, c, t);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_allreduce<T, Op>, static_cast<unsigned>(g.blocks), g.threads, t, a.stream, c,

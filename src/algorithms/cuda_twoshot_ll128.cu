@@ -32,17 +32,17 @@
 namespace actorcc::cuda {
 namespace {
 
-// Ranks whose lines a warp loads before waiting for any (ll128_gather): all of them for 4
-// ranks; and the peers whose input parts it loads before pushing them.
-constexpr int kPollBatch = 4;
-constexpr int kLoadBatch = kPollBatch - 1;
-// CTAs of at most 256 threads, 2 per SM: the batches need ~110 registers (with 3 per SM, 80
-// registers, every type spilled 32-150 bytes).
+// Peers whose input parts a warp loads before pushing them: all of them for 4 ranks; more
+// registers for all of 8 ranks would cost the third CTA per SM.
+constexpr int kLoadBatch = 3;
+// At most 256 threads, 3 CTAs per SM (the LL128 region's ll128_blocks): 80 registers, no spills
+// but int8 average's. The receives poll one peer after another: loading 4 ranks' lines before
+// waiting for any took ~110 registers (2 CTAs per SM) and measured no faster on 4 ranks
+// (TUNING.md row 33), so the time is not in the polls' latencies.
 constexpr unsigned kMaxThreads = 256;
-constexpr int kCtasPerSm = 2;
 
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kMaxThreads, kCtasPerSm) ll128_twoshot(DeviceComm c, const char* in, char* out, size_t bytes,
+__global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, const char* in, char* out, size_t bytes,
                                                      size_t chunk_groups, size_t groups_per_block, size_t round_groups,
                                                      int coll) {
   constexpr size_t D = Ll128Lane<T>::D;
@@ -80,9 +80,11 @@ __global__ void __launch_bounds__(kMaxThreads, kCtasPerSm) ll128_twoshot(DeviceC
       }
       if (i >= 1 && i <= mine) {  // B(i-1): fold our chunk, keep it, send it to every peer
         const size_t r = warp + (i - 1) * nwarps;
-        const uint4 sum = ll128_fold<T, Op, kPollBatch>(
-            c, st, own_prev, [&](int k) { return ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane16; },
-            ln.flag_lane, flag, coll, failed);
+        const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
+          if (k == me) return own_prev;
+          return ll128_poll(c, st, ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane16, ln.flag_lane, flag, k, coll,
+                            failed);
+        });
         if (!failed) {
           store_part(out, me * chunk + (base + r) * D + ln.off, ln.part, bytes, vec, sum);
           for (int k = 1; k < W; ++k)
@@ -92,11 +94,12 @@ __global__ void __launch_bounds__(kMaxThreads, kCtasPerSm) ll128_twoshot(DeviceC
       }
       if (i >= 2) {  // C(i-2): every peer's folded group into our output
         const size_t r = warp + (i - 2) * nwarps;
-        ll128_gather<kPollBatch>(
-            c, st, uint4{}, [&](int k) { return ll128_slot(c, me, par, b, k) + ag_half + r * kGroupSlot + lane16; },
-            ln.flag_lane, flag, coll, failed, [&](int k, uint4 v) {
-              if (k != me && !failed) store_part(out, k * chunk + (base + r) * D + ln.off, ln.part, bytes, vec, v);
-            });
+        for (int k = 1; k < W && !failed; ++k) {
+          const int q = peer_after(c, k);
+          const uint4 v = ll128_poll(c, st, ll128_slot(c, me, par, b, q) + ag_half + r * kGroupSlot + lane16,
+                                     ln.flag_lane, flag, q, coll, failed);
+          if (!failed) store_part(out, q * chunk + (base + r) * D + ln.off, ln.part, bytes, vec, v);
+        }
       }
       own_prev = own;
     }
@@ -115,8 +118,7 @@ cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const 
   const size_t bytes = a.count * esz;
   const size_t chunk_groups = ceil_div(ceil_div(bytes, ll128_group_data(esz)), size_t(c.world));
   // Each slot holds a round's RS lines in one half and its AG lines in the other.
-  const size_t max_blocks = std::min<size_t>(c.ll128_blocks, size_t(kCtasPerSm) * c.data_blocks);
-  const Ll128Grid g = plan_ll128(chunk_groups, c.ll128_slot_bytes / (2 * kGroupSlot), max_blocks, c, t);
+  const Ll128Grid g = plan_ll128(chunk_groups, c.ll128_slot_bytes / (2 * kGroupSlot), c, t);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_twoshot<T, Op>, static_cast<unsigned>(g.blocks), std::min(g.threads, kMaxThreads), t, a.stream, c,

@@ -15,7 +15,6 @@
 
 #include "algorithms/cuda_algorithms.hpp"
 #include "kernels/primitives.cuh"
-#include "kernels/reduce_ops.cuh"
 
 namespace actorcc::cuda {
 
@@ -75,59 +74,18 @@ __device__ __forceinline__ void ll128_push(char* line, uint4 v, bool flag_lane, 
   st_volatile_v4(line, v);
 }
 
-// Waits until this lane's word `v` of a group (already loaded from `line`, written by `peer`)
-// and the warp's other lines of it show `flag`, rereading stale lines whole. Sets `failed` on
-// timeout or abort (recorded by Spin, naming the peer); the whole warp returns together.
-__device__ __forceinline__ uint4 ll128_settle(const DeviceComm& c, Step& st, const char* line, uint4 v, bool flag_lane,
-                                              unsigned flag, int peer, int coll, bool& failed) {
+// Polls this lane's word of a group at `line` (written by `peer`) until all 4 flags of the warp's
+// lines show `flag` (a stale line is reread whole). Sets `failed` on timeout or abort (recorded
+// by Spin, naming the peer); the whole warp returns together.
+__device__ __forceinline__ uint4 ll128_poll(const DeviceComm& c, Step& st, const char* line, bool flag_lane,
+                                            unsigned flag, int peer, int coll, bool& failed) {
   const unsigned lane = threadIdx.x % 32;
+  uint4 v = ld_volatile_v4(line);
   while (!failed && __any_sync(0xffffffffu, flag_lane && v.w != flag)) {
     if (__any_sync(0xffffffffu, lane == 0 && st.spin.expired(c, peer, coll))) failed = true;
     v = ld_volatile_v4(line);
   }
   return v;
-}
-
-// Receives this lane's word of one group from every rank, in rank order: take(k, word) gets
-// `own` for this rank and the settled line at line(k) for each peer k. Batch > 1: the lines of
-// Batch ranks at a time are loaded before waiting for any, so a receive from 3 peers costs one
-// load latency, not 3 in a row, once the lines are there (Batch registers of 16 bytes more).
-// After a failure the remaining words are
-// stale (take must check `failed`).
-template <int Batch, typename Line, typename Take>
-__device__ __forceinline__ void ll128_gather(const DeviceComm& c, Step& st, uint4 own, Line line, bool flag_lane,
-                                             unsigned flag, int coll, bool& failed, Take take) {
-#pragma unroll
-  for (int k0 = 0; k0 < kMaxRanks; k0 += Batch) {
-    if (k0 >= c.world) break;
-    uint4 v[Batch];
-#pragma unroll
-    for (int j = 0; j < Batch; ++j)
-      if (k0 + j < c.world && k0 + j != c.rank) v[j] = ld_volatile_v4(line(k0 + j));
-#pragma unroll
-    for (int j = 0; j < Batch; ++j) {
-      const int k = k0 + j;
-      if (k < c.world) take(k, k == c.rank ? own : ll128_settle(c, st, line(k), v[j], flag_lane, flag, k, coll, failed));
-    }
-  }
-}
-
-// One group's fold: every rank's word, in rank order (the same bits on every rank). Batch 1
-// polls the peers one after another in a loop (the one-shot's 64 registers, no spills).
-template <typename T, typename Op, int Batch, typename Line>
-__device__ __forceinline__ uint4 ll128_fold(const DeviceComm& c, Step& st, uint4 own, Line line, bool flag_lane,
-                                            unsigned flag, int coll, bool& failed) {
-  if constexpr (Batch == 1)
-    return reduce_word<T, Op, uint4>(c.world, [&](int k) -> uint4 {
-      if (k == c.rank) return own;
-      return ll128_settle(c, st, line(k), ld_volatile_v4(line(k)), flag_lane, flag, k, coll, failed);
-    });
-  WordFold<T, Op, uint4> f;
-  ll128_gather<Batch>(c, st, own, line, flag_lane, flag, coll, failed, [&](int k, uint4 w) {
-    if (k == 0) f.first(w);
-    else f.add(w);
-  });
-  return f.finish(c.world);
 }
 
 // Buffers the lanes can move: 4-byte words, and 8-byte elements whole.
@@ -136,8 +94,7 @@ inline bool ll128_supports(int dtype, const void* send, const void* recv) {
   return ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & (align - 1)) == 0;
 }
 
-// How `groups` groups are cut over at most `max_blocks` CTAs (<= c.ll128_blocks, whose slots
-// they use): at least t.ll128_min_groups per CTA (small messages: fewer,
+// How `groups` groups are cut: at least t.ll128_min_groups per CTA (small messages: fewer,
 // busier CTAs) and t.ll128_busy_groups where one CTA per SM remains, otherwise spread over every
 // CTA; balanced rounds of at most `cap` groups (a slot's worth) when a CTA's share exceeds it;
 // no more warps than a round has groups.
@@ -147,9 +104,9 @@ struct Ll128Grid {
   size_t round_groups;
   unsigned threads;
 };
-inline Ll128Grid plan_ll128(size_t groups, size_t cap, size_t max_blocks, const DeviceComm& c, const Tuning& t) {
+inline Ll128Grid plan_ll128(size_t groups, size_t cap, const DeviceComm& c, const Tuning& t) {
   const size_t busy = std::min(t.ll128_busy_groups, ceil_div(groups, size_t(std::max(1, c.data_blocks))));
-  size_t gpb = std::max({ceil_div(groups, max_blocks), t.ll128_min_groups, busy, size_t(1)});
+  size_t gpb = std::max({ceil_div(groups, size_t(c.ll128_blocks)), t.ll128_min_groups, busy, size_t(1)});
   const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
   gpb = ceil_div(groups, blocks);
   const size_t rounds = ceil_div(gpb, std::max<size_t>(1, cap));

@@ -82,49 +82,34 @@ template <typename T> struct AvgOp {
   }
 };
 
-// Folds N elements packed in a B-byte word from `world` sources, one word at a time in rank
-// order: first() with source 0's, add() with each next one, finish() for the result.
-template <typename T, typename Op, typename Word>
-struct WordFold {
-  static constexpr int N = sizeof(Word) / sizeof(T);
-  union U { Word w; T e[N]; };
-  typename Op::Acc acc[N];
-  __device__ __forceinline__ void first(Word w) {
-    U u;
-    u.w = w;
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = Op::load(u.e[i]);
-  }
-  __device__ __forceinline__ void add(Word w) {
-    U u;
-    u.w = w;
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = Op::combine(acc[i], Op::load(u.e[i]));
-  }
-  __device__ __forceinline__ Word finish(int world) const {
-    U u;
-#pragma unroll
-    for (int i = 0; i < N; ++i) u.e[i] = Op::finish(acc[i], world);
-    return u.w;
-  }
-};
-
 // Reduces N elements packed in a B-byte word from each of `world` sources, folded in rank
 // order; get(k) returns source k's word. R > 0 unrolls the source loop over R >= world
 // (compile-time indices, so a caller's array of prefetched words stays in registers); R = 0
 // loops over `world` at run time (one copy of get(), for get()s that poll). Same bits either way.
 template <typename T, typename Op, typename Word, int R = 0, typename Get>
 __device__ __forceinline__ Word reduce_word(int world, Get get) {
-  WordFold<T, Op, Word> f;
-  f.first(get(0));
+  constexpr int N = sizeof(Word) / sizeof(T);
+  union U { Word w; T e[N]; };
+  U u;
+  u.w = get(0);
+  typename Op::Acc acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = Op::load(u.e[i]);
+  auto fold = [&](int k) {
+    u.w = get(k);
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = Op::combine(acc[i], Op::load(u.e[i]));
+  };
   if constexpr (R == 0) {
-    for (int k = 1; k < world; ++k) f.add(get(k));
+    for (int k = 1; k < world; ++k) fold(k);
   } else {
 #pragma unroll
     for (int k = 1; k < R; ++k)
-      if (k < world) f.add(get(k));
+      if (k < world) fold(k);
   }
-  return f.finish(world);
+#pragma unroll
+  for (int i = 0; i < N; ++i) u.e[i] = Op::finish(acc[i], world);
+  return u.w;
 }
 
 // Dispatch helper: calls f.template operator()<T, Op>() for a runtime (dtype, op) pair.

@@ -55,7 +55,7 @@ else
   step example-sweep 240 python3 examples/ray_allreduce_sweep.py --no-ray --world 2 --stagger 1 --json "$W/example.json"
   tail -25 "$W/example-sweep.log"
   # last, so that nothing else shares the GPUs with it: 4, 3 and 8 ranks on the 2 GPUs
-  step gpu-shared 340 env OUT="$W/gpu-shared" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 bash tests/gpu/shared.sh 330
+  step gpu-shared 430 env OUT="$W/gpu-shared" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 bash tests/gpu/shared.sh 420
   tail -8 "$W/gpu-shared.log"
 fi
 echo "== summary ($phase)"

@@ -1049,7 +1049,8 @@ int main(int argc, char** argv) {
                                    {"ACTORCC_CUDA_MIN_TILE", "4096"},
                                    {"ACTORCC_CUDA_PIPE_MIN", "1048577"},
                                    {"ACTORCC_CUDA_LL128_MAX", "1048576"},
-                                   {"ACTORCC_CUDA_PUSH_MAX", "1048576"}});  // > 1 MiB: always the pipe
+                                   {"ACTORCC_CUDA_PUSH_MAX", "1048576"},
+                                   {"ACTORCC_CUDA_LL128_TWOSHOT_MAX", "1"}});  // > 1 MiB: always the pipe
           if (g_rank == 0) std::printf("plan(all_reduce, 16 MiB) with PIPE_MIN = %s\n", c->plan(Collective::AllReduce, 16 << 20).c_str());
           std::vector<size_t> sizes = {300001, (1u << 20) + 5};
           if (!quick) sizes.push_back((8u << 20) + 1);

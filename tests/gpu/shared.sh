@@ -5,10 +5,10 @@
 # exchange with a rank on the same GPU waits for a switch: slow, but the kernels' 3-8 rank paths
 # (slot indexing, peer order, reduce-scatter strides, the planner's world scaling) run on real
 # GPUs where no 4- or 8-GPU machine is lent. Logs: $OUT/gpu_shared<world>.log.
-# Usage: tests/gpu/shared.sh [budget seconds, default 330]
+# Usage: tests/gpu/shared.sh [budget seconds, default 420]
 set -u
 source "$(dirname "$0")/build_tier.sh"
-BUDGET="${1:-330}"
+BUDGET="${1:-420}"
 FAILED=0
 run_shared() {  # world devices cap
   local w=$1 devs=$2 cap=$3
@@ -20,6 +20,6 @@ run_shared() {  # world devices cap
   grep -h "FAIL\|exception\|gpu_launch:\|CUDA error" "$OUT/gpu_shared$w.log" | head -10
 }
 run_shared 4 0,1,0,1 "${ACTORCC_SHARED4_S:-120}"
-run_shared 3 0,1,0 "${ACTORCC_SHARED3_S:-90}"
-run_shared 8 0,1,0,1,0,1,0,1 "${ACTORCC_SHARED8_S:-150}"
+run_shared 3 0,1,0 "${ACTORCC_SHARED3_S:-120}"
+run_shared 8 0,1,0,1,0,1,0,1 "${ACTORCC_SHARED8_S:-180}"
 exit $FAILED

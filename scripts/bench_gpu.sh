@@ -9,7 +9,9 @@
 #   torchrun        torchrun-style launch, actorcc vs NCCL
 # Env: BENCH (binary; default: build it in $BUILD), BUILD (default build-gpu), SIZES (default
 # "-b 1K -e 1G -f 4"), ITERS (default "-w 5": -n by size, 200 calls up to 16 MB, 20 above), STAGGER (default 1), GPUS (default all),
-# CASE_TIMEOUT (seconds per case, default 300), HANG_TIMEOUT (the bench's --timeout, default 120).
+# CASE_TIMEOUT (seconds per case, default 300), HANG_TIMEOUT (the bench's --timeout, default 120),
+# CASES (which of the five all_reduce cases above, default all), COLLS (other collectives, each
+# as actors-eager-<coll> and actors-graph-<coll> against NCCL and NCCL symmetric; default none).
 # Exit status: non-zero when any case failed (each case still runs).
 set -u
 cd "$(dirname "$0")/.."
@@ -53,13 +55,21 @@ run() {
   fi
 }
 
-run actors-eager --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric
-run actors-graph --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric -G 5
-run actors-permute --launch actors --stagger "$STAGGER" --permute --impl actorcc,nccl
-run torchrun-nccl --launch torchrun --impl nccl
-run torchrun --launch torchrun --impl actorcc,nccl
+CASES=${CASES-actors-eager actors-graph actors-permute torchrun-nccl torchrun}
+wanted() { [[ " $CASES " == *" $1 "* ]]; }
+wanted actors-eager && run actors-eager --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric
+wanted actors-graph && run actors-graph --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric -G 5
+wanted actors-permute && run actors-permute --launch actors --stagger "$STAGGER" --permute --impl actorcc,nccl
+wanted torchrun-nccl && run torchrun-nccl --launch torchrun --impl nccl
+wanted torchrun && run torchrun --launch torchrun --impl actorcc,nccl
+for coll in ${COLLS:-}; do
+  run "actors-eager-$coll" --coll "$coll" --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric
+  run "actors-graph-$coll" --coll "$coll" --launch actors --stagger "$STAGGER" --impl actorcc,nccl --nccl-symmetric -G 5
+done
 
-if python3 -c "import matplotlib" 2>/dev/null; then
+if ! wanted actors-eager || ! wanted actors-graph || ! wanted torchrun-nccl; then
+  :  # the combined all_reduce plot needs those three cases
+elif python3 -c "import matplotlib" 2>/dev/null; then
   python3 bench/plot.py "$OUT/$TAG"-actors-eager.json "$OUT/$TAG"-actors-graph.json "$OUT/$TAG"-torchrun-nccl.json \
     -o "$OUT/$TAG-all.png" --title "actorcc-bench $TAG: actors eager/graph vs torchrun NCCL" || rc=1
 else

@@ -4,9 +4,12 @@ scripts/bench_gpu.sh) in Markdown, with issue 4's bars (2 ranks; for other world
 says where NCCL was faster instead) checked per size: actorcc eager and
 graph against NCCL and NCCL with symmetric windows from the same run, the ratio to the faster
 of the two, the algorithm actorcc's planner ran, and the ratio ranges of the permuted-device and
-torchrun cases.
+torchrun cases. With --coll (reduce_scatter, all_gather, broadcast): that collective's table
+from the actors-eager-<coll> / actors-graph-<coll> cases (bench_gpu.sh COLLS), no bars; the
+last column says where the faster NCCL beat actorcc.
 
     python3 bench/table.py bench/results/2026-11-30-h200x2-h
+    python3 bench/table.py bench/results/2026-11-30-h200x2-u --coll reduce_scatter
 """
 import glob
 import json
@@ -69,22 +72,24 @@ def ratio_range(result):
     return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
 
-def main(folder):
-    eager, graph = load(folder, "actors-eager"), load(folder, "actors-graph")
+def main(folder, coll=None):
+    suffix = f"-{coll}" if coll else ""
+    eager, graph = load(folder, "actors-eager" + suffix), load(folder, "actors-graph" + suffix)
     if not eager or not graph:
-        sys.exit(f"{folder}: no actors-eager / actors-graph JSON under bench/")
+        sys.exit(f"{folder}: no actors-eager{suffix} / actors-graph{suffix} JSON under bench/")
     ranks = eager.pop("_ranks")
+    bars = ranks == 2 and not coll
     graph.pop("_ranks")
     e_a, g_a = rows(eager["actorcc"]), rows(graph["actorcc"])
     e_n, e_s = rows(eager.get("nccl")), rows(eager.get("nccl-symmetric"))
     g_n, g_s = rows(graph.get("nccl")), rows(graph.get("nccl-symmetric"))
     print("| bytes | actorcc eager | NCCL eager | NCCL symm. eager | ratio | actorcc graph | NCCL graph "
-          f"| NCCL symm. graph | ratio | algorithm | {'bar' if ranks == 2 else f'{ranks} ranks: against NCCL'} |")
+          f"| NCCL symm. graph | ratio | algorithm | {'bar' if bars else f'{ranks} ranks: against NCCL'} |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for b in sorted(e_a):
         big = b >= 64 << 20
         ea, ga = e_a[b], g_a.get(b)
-        if ranks == 2:
+        if bars:
             missed = [v for v in (verdict(b, ea["time_us"], ea["busbw"], False),
                                   verdict(b, ga["time_us"], ga["busbw"], True) if ga else "") if v]
         else:
@@ -92,16 +97,16 @@ def main(folder):
         print(f"| {size_name(b)} | {cell(ea, big)} | {cell(e_n.get(b), False)} | {cell(e_s.get(b), False)} "
               f"| {ea.get('ratio', float('nan')):.2f} | {cell(ga, big)} | {cell(g_n.get(b), False)} "
               f"| {cell(g_s.get(b), False)} | {ga.get('ratio', float('nan')) if ga else float('nan'):.2f} "
-              f"| {ea.get('algo', '-')} | {', '.join(missed) if missed else ('met' if ranks == 2 else 'not slower')} |")
+              f"| {ea.get('algo', '-')} | {', '.join(missed) if missed else ('met' if bars else 'not slower')} |")
     wrong = sum(r["wrong"] for res in (eager, graph) for impl in res.values() for r in impl["rows"])
     print(f"\n#wrong summed over every row of the eager and graph cases: {wrong}.")
     print(f"Ratios (actorcc / fastest NCCL): eager {ratio_range(eager['actorcc'])}, "
           f"graph {ratio_range(graph['actorcc'])}", end="")
-    permute = load(folder, "actors-permute")
+    permute = None if coll else load(folder, "actors-permute")
     if permute:
         permute.pop("_ranks")
         print(f", permuted devices {ratio_range(permute['actorcc'])}", end="")
-    torchrun, torchrun_nccl = load(folder, "torchrun"), load(folder, "torchrun-nccl")
+    torchrun, torchrun_nccl = (None, None) if coll else (load(folder, "torchrun"), load(folder, "torchrun-nccl"))
     for res in (torchrun, torchrun_nccl):
         if res:
             res.pop("_ranks")
@@ -117,6 +122,9 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 2:
+        main(sys.argv[1])
+    elif len(sys.argv) == 4 and sys.argv[2] == "--coll":
+        main(sys.argv[1], sys.argv[3])
+    else:
         sys.exit(__doc__)
-    main(sys.argv[1])

@@ -5,7 +5,7 @@
 #           the GPU tier (tests/gpu/run.sh), the Python GPU tests, the doctor in local and
 #           group mode with masked and permuted devices
 #   phase2  the benchmark matrix (scripts/bench_gpu.sh: actors eager/graph/permute against NCCL,
-#           torchrun NCCL), the Python 4 KB latency against the C++ figure, the NCCL path
+#           torchrun NCCL; reduce_scatter, all_gather and broadcast actors eager/graph), the Python 4 KB latency against the C++ figure, the NCCL path
 #           (scripts/nccl_path_gpu.sh: two virtual nodes, every collective checked), the actor sweep
 #           example (process launcher with actor traits: the device machine has no Ray), then
 #           4, 3 and 8 ranks on the 2 GPUs (tests/gpu/shared.sh: the 3-8 rank kernel paths)
@@ -46,7 +46,7 @@ if [ "$phase" = phase1 ]; then
   head -30 "$W/doctor-group-masked.log"
 else
   BENCH=$B/tools/bench/actorcc-bench
-  step bench 480 env OUT="$W/bench" BENCH="$BENCH" bash scripts/bench_gpu.sh
+  step bench 480 env OUT="$W/bench" BENCH="$BENCH" COLLS="reduce_scatter all_gather broadcast" bash scripts/bench_gpu.sh
   grep -h -A14 "comparison\|ratio" "$W/bench.log" | head -60
   step py-latency 120 python3 scripts/py_latency.py --world 2 --bench "$BENCH" --json "$W/py_latency.json"
   tail -8 "$W/py-latency.log"

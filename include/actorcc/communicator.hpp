@@ -85,7 +85,9 @@ class Communicator {
   void abort(const std::string& reason = "abort() called");
   bool aborted() const noexcept;
 
-  // Which algorithm the planner would pick for a call of `bytes` (for tools and tests);
+  // Which algorithm the planner would pick for a call of `bytes` (for tools and tests): the
+  // message for all_reduce and broadcast, the full buffer (world x count elements) for
+  // reduce_scatter's input and all_gather's output, as nccl-tests sizes them;
   // `registered_output`: for a call whose output lies in a registered buffer (register_buffer),
   // which large all-reduces route differently.
   std::string plan(Collective c, size_t bytes, bool registered_output = false) const;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "kernels/device_comm.cuh"
@@ -56,6 +57,10 @@ struct Tuning {
   // bytes with one more hop: never planned.
   size_t ll128_twoshot_min = 512 << 10;
   size_t ll128_twoshot_max = 64 << 20;
+  // reduce_scatter and all_gather (any world) in LL128 lines up to this many bytes of the full
+  // buffer (cuda_twoshot_ll128.cu), the fenced push kernels above and for buffers or chunks
+  // the lanes cannot take. Every size by default (tests/gpu/TUNING.md row 34).
+  size_t ll128_rsag_max = SIZE_MAX;
 };
 
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
@@ -101,6 +106,8 @@ cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallAr
 cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
 cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu
 cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_allgather.cu
+cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_ll128.cu
+cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_twoshot_ll128.cu
 cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_broadcast.cu
 cudaError_t barrier_flags(const DeviceComm& c, const Tuning& t, const CallArgs& a);      // cuda_barrier.cu
 

@@ -1,29 +1,33 @@
-// Two-shot all-reduce, LL128 protocol ("twoshot_ll128"), for medium messages on more than 2
-// ranks. The one-shots move world - 1 copies of the message out of every rank; this moves
-// 2 (world - 1) / world of it (4 ranks: 1.5 copies instead of 3), in LL128 lines
-// (kernels/ll128_lines.cuh), so there is no fence and no flag round trip per tile as in the
-// pipelined two-shot, whose per-tile synchronisation made it the slowest part of the 4-rank
-// table at 1-4 MiB (bench/results/2026-11-30-h200x4-r).
+// LL128 reduce-scatter and all-gather (kernels/ll128_lines.cuh), as one kernel: the two-shot
+// all-reduce ("twoshot_ll128", more than 2 ranks), and reduce_scatter and all_gather on their own.
+// The one-shots move world - 1 copies of an all-reduce out of every rank; the two-shot moves
+// 2 (world - 1) / world of it (4 ranks: 1.5 copies instead of 3), with no fence and no flag round
+// trip per tile as in the pipelined two-shot, whose per-tile synchronisation made it the slowest
+// part of the 4-rank table at 1-4 MiB (bench/results/2026-11-30-h200x4-r). The push
+// reduce_scatter and all_gather fence every tile the same way (~4.2-5.5 us in graphs up to 64 KB
+// on 2 x H200, NCCL symmetric 3.4-4.4: bench/results/2026-11-30-h200x2-u).
 //
-// The message is cut into `world` chunks of chunk_groups groups (chunk j: groups
-// [j*chunk_groups, (j+1)*chunk_groups)); CTA b takes the same chunk-local groups of every chunk.
-// Each warp, for its chunk-local groups in turn (i = 0, 1, ...):
-//   A(i)  reduce-scatter push: group i of every peer's chunk into that peer's RS slot for us;
-//         our own chunk's group i stays in registers;
-//   B(i-1) receive group i-1 of our chunk from every peer, fold in rank order with our own,
-//         store it into our output and push it into every peer's AG slot for us;
-//   C(i-2) receive group i-2 of every peer's chunk (the peers' folds) into our output.
+// The full buffer (the all-reduce's input and output, reduce_scatter's input, all_gather's
+// output) is `world` chunks of `stride` bytes (the last ones may be shorter or empty for the
+// all-reduce); chunk q is rank q's to reduce. Each chunk is cut into groups of D bytes, and CTA b
+// takes the same chunk-local groups of every chunk. Each warp, for its groups in turn (i = 0, ...):
+//   A(i)   reduce-scatter: push group i of every peer's chunk into that peer's RS slot for us;
+//          our own chunk's group i stays in registers (all_gather: only that load);
+//   B(i-1) fold group i-1 of our chunk with every peer's (reduce-scatter; all_gather: just ours),
+//          store it into our output, and (all-gather) push it into every peer's AG slot for us;
+//   C(i-2) all-gather: receive group i-2 of every peer's chunk into our output.
 // So each warp has one group of each stage in flight; C runs two groups behind A because a
 // peer's fold of group i-1 needs our push of it, which only went out in this iteration.
 //
 // Slots: each (parity, CTA, source) LL128 slot is cut in two halves, RS lines in the first,
 // AG lines in the second, so the address -> CTA mapping (and so every stale line's flag, which is
 // an earlier step of the same CTA) is the one-shot's. Reuse as in the one-shot: rank A's CTA b
-// writes a parity's slots again at step s+2 only after it has received every peer's AG lines of
-// step s+1, which each peer pushed after its barrier ending step s (all of step s read).
+// writes a parity's slots again at step s+2 only after it has received every peer's lines of
+// step s+1 (RS or AG), which each peer pushed after its barrier ending step s (all of step s read).
 // Each element is folded once, by its chunk's owner, in rank order: the same bits on every rank.
-// In place is safe: a warp stores an output group only after it read the same group's input
-// (the fold uses registers; C(i-2) writes what A(i-2) of the same warp read).
+// In place (NCCL's: the rank's chunk of the full buffer) is safe: a warp stores an output group
+// only after it read the same group's input (the fold uses registers; C(i-2) writes what A(i-2)
+// of the same warp read, and all_gather's own chunk is stored where it was read).
 #include "algorithms/cuda_algorithms.hpp"
 #include "kernels/ll128_lines.cuh"
 #include "kernels/primitives.cuh"
@@ -41,19 +45,28 @@ constexpr int kLoadBatch = 3;
 // (TUNING.md row 33), so the time is not in the polls' latencies.
 constexpr unsigned kMaxThreads = 256;
 
-template <typename T, typename Op>
-__global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, const char* in, char* out, size_t bytes,
-                                                     size_t chunk_groups, size_t groups_per_block, size_t round_groups,
-                                                     int coll) {
+// Where a call's chunks are: the full buffer's chunk q starts at q * stride; `in` / `out` point
+// at the full buffer, or (reduce_scatter's output, all_gather's input) at this rank's chunk.
+struct Ll128Chunks {
+  size_t groups;  // groups per chunk
+  size_t stride;  // bytes from one chunk to the next in the full buffer
+  size_t total;   // bytes of the full buffer (chunk q holds min(stride, total - q * stride))
+  __device__ size_t bytes(int q) const { return total > q * stride ? min(stride, total - q * stride) : 0; }
+};
+
+template <typename T, typename Op, bool kReduceScatter, bool kAllGather>
+__global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, const char* in, char* out, Ll128Chunks ch,
+                                                              size_t groups_per_block, size_t round_groups, int coll) {
   constexpr size_t D = Ll128Lane<T>::D;
   const Ll128Lane<T> ln;
   const int b = blockIdx.x, me = c.rank, W = c.world;
   const unsigned warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-  const bool vec = aligned16(in) && aligned16(out);
-  const size_t chunk = chunk_groups * D;  // bytes per chunk (the last may reach past `bytes`)
+  auto in_chunk = [&](int q) { return kReduceScatter ? in + q * ch.stride : in; };
+  auto out_chunk = [&](int q) { return kAllGather ? out + q * ch.stride : out; };
   const size_t ag_half = c.ll128_slot_bytes / (2 * kGroupSlot) * kGroupSlot;
-  const size_t g0 = b * groups_per_block, g1 = min(chunk_groups, g0 + groups_per_block);
+  const size_t g0 = b * groups_per_block, g1 = min(ch.groups, g0 + groups_per_block);
   const size_t lane16 = size_t(ln.lane) * 16;
+  constexpr size_t kStages = kAllGather ? 2 : 1;  // groups the last stage runs behind the first
   Step st = begin_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
@@ -62,43 +75,51 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
     const int par = static_cast<int>(st.s & 1);
     const size_t mine = ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0;  // this warp's groups
     uint4 own{}, own_prev{};  // this lane's part of our chunk's groups i and i - 1
-    for (size_t i = 0; i < mine + 2 && !failed; ++i) {
+    for (size_t i = 0; i < mine + kStages && !failed; ++i) {
       if (i < mine) {  // A(i): loads in batches of 3 peers (one latency per batch), then the pushes
         const size_t r = warp + i * nwarps, at = (base + r) * D + ln.off;
-        own = load_part(in, me * chunk + at, ln.part, bytes, vec);
-        for (int k0 = 1; k0 < W; k0 += kLoadBatch) {
-          uint4 v[kLoadBatch];
+        own = load_part(in_chunk(me), at, ln.part, ch.bytes(me), aligned16(in_chunk(me)));
+        if constexpr (kReduceScatter)
+          for (int k0 = 1; k0 < W; k0 += kLoadBatch) {
+            uint4 v[kLoadBatch];
 #pragma unroll
-          for (int j = 0; j < kLoadBatch; ++j)
-            if (k0 + j < W) v[j] = load_part(in, peer_after(c, k0 + j) * chunk + at, ln.part, bytes, vec);
+            for (int j = 0; j < kLoadBatch; ++j)
+              if (k0 + j < W) {
+                const int q = peer_after(c, k0 + j);
+                v[j] = load_part(in_chunk(q), at, ln.part, ch.bytes(q), aligned16(in_chunk(q)));
+              }
 #pragma unroll
-          for (int j = 0; j < kLoadBatch; ++j)
-            if (k0 + j < W)
-              ll128_push(ll128_slot(c, peer_after(c, k0 + j), par, b, me) + r * kGroupSlot + lane16, v[j],
+            for (int j = 0; j < kLoadBatch; ++j)
+              if (k0 + j < W)
+                ll128_push(ll128_slot(c, peer_after(c, k0 + j), par, b, me) + r * kGroupSlot + lane16, v[j],
+                           ln.flag_lane, flag);
+          }
+      }
+      if (i >= 1 && i <= mine) {  // B(i-1): our chunk's group, folded, to our output and the peers
+        const size_t r = warp + (i - 1) * nwarps;
+        uint4 sum = own_prev;
+        if constexpr (kReduceScatter)
+          sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
+            if (k == me) return own_prev;
+            return ll128_poll(c, st, ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane16, ln.flag_lane, flag, k,
+                              coll, failed);
+          });
+        if (!failed) {
+          store_part(out_chunk(me), (base + r) * D + ln.off, ln.part, ch.bytes(me), aligned16(out_chunk(me)), sum);
+          if constexpr (kAllGather)
+            for (int k = 1; k < W; ++k)
+              ll128_push(ll128_slot(c, peer_after(c, k), par, b, me) + ag_half + r * kGroupSlot + lane16, sum,
                          ln.flag_lane, flag);
         }
       }
-      if (i >= 1 && i <= mine) {  // B(i-1): fold our chunk, keep it, send it to every peer
-        const size_t r = warp + (i - 1) * nwarps;
-        const uint4 sum = reduce_word<T, Op, uint4>(W, [&](int k) -> uint4 {
-          if (k == me) return own_prev;
-          return ll128_poll(c, st, ll128_slot(c, me, par, b, k) + r * kGroupSlot + lane16, ln.flag_lane, flag, k, coll,
-                            failed);
-        });
-        if (!failed) {
-          store_part(out, me * chunk + (base + r) * D + ln.off, ln.part, bytes, vec, sum);
-          for (int k = 1; k < W; ++k)
-            ll128_push(ll128_slot(c, peer_after(c, k), par, b, me) + ag_half + r * kGroupSlot + lane16, sum,
-                       ln.flag_lane, flag);
-        }
-      }
-      if (i >= 2) {  // C(i-2): every peer's folded group into our output
+      if (kAllGather && i >= 2) {  // C(i-2): every peer's folded group into our output
         const size_t r = warp + (i - 2) * nwarps;
         for (int k = 1; k < W && !failed; ++k) {
           const int q = peer_after(c, k);
           const uint4 v = ll128_poll(c, st, ll128_slot(c, me, par, b, q) + ag_half + r * kGroupSlot + lane16,
                                      ln.flag_lane, flag, q, coll, failed);
-          if (!failed) store_part(out, q * chunk + (base + r) * D + ln.off, ln.part, bytes, vec, v);
+          if (!failed)
+            store_part(out_chunk(q), (base + r) * D + ln.off, ln.part, ch.bytes(q), aligned16(out_chunk(q)), v);
         }
       }
       own_prev = own;
@@ -109,6 +130,21 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
   end_steps(c, st);
 }
 
+template <typename T, typename Op, bool kReduceScatter, bool kAllGather>
+cudaError_t launch_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a, const Ll128Chunks& ch) {
+  // Each slot holds a round's RS lines in one half and its AG lines in the other.
+  const Ll128Grid g = plan_ll128(ch.groups, c.ll128_slot_bytes / (2 * kGroupSlot), c, t);
+  return launch_kernel(ll128_twoshot<T, Op, kReduceScatter, kAllGather>, static_cast<unsigned>(g.blocks),
+                       std::min(g.threads, kMaxThreads), t, a.stream, c, static_cast<const char*>(a.send),
+                       static_cast<char*>(a.recv), ch, g.groups_per_block, g.round_groups, a.coll);
+}
+
+// reduce_scatter's and all_gather's chunks are `chunk` bytes each: the lanes move 4-byte words
+// (and 8-byte elements whole), so every chunk must start at such a boundary too.
+bool chunks_supported(int dtype, const CallArgs& a, size_t chunk) {
+  return ll128_supports(dtype, a.send, a.recv) && chunk % std::max<size_t>(4, dtype_bytes(dtype)) == 0;
+}
+
 }  // namespace
 
 cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
@@ -116,16 +152,28 @@ cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const 
   if (!ll128_supports(a.dtype, a.send, a.recv)) return allreduce_twoshot_pipe(c, t, a);
   const size_t esz = dtype_bytes(a.dtype);
   const size_t bytes = a.count * esz;
-  const size_t chunk_groups = ceil_div(ceil_div(bytes, ll128_group_data(esz)), size_t(c.world));
-  // Each slot holds a round's RS lines in one half and its AG lines in the other.
-  const Ll128Grid g = plan_ll128(chunk_groups, c.ll128_slot_bytes / (2 * kGroupSlot), c, t);
+  const size_t groups = ceil_div(ceil_div(bytes, ll128_group_data(esz)), size_t(c.world));
+  const Ll128Chunks ch{groups, groups * ll128_group_data(esz), bytes};
   cudaError_t e = cudaSuccess;
-  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
-    e = launch_kernel(ll128_twoshot<T, Op>, static_cast<unsigned>(g.blocks), std::min(g.threads, kMaxThreads), t, a.stream, c,
-                      static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, chunk_groups,
-                      g.groups_per_block, g.round_groups, a.coll);
-  });
+  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() { e = launch_twoshot<T, Op, true, true>(c, t, a, ch); });
   return e;
+}
+
+cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+  const size_t chunk = a.count * dtype_bytes(a.dtype);
+  if (!chunks_supported(a.dtype, a, chunk)) return reduce_scatter_push(c, t, a);
+  const Ll128Chunks ch{ceil_div(chunk, ll128_group_data(dtype_bytes(a.dtype))), chunk, chunk * c.world};
+  cudaError_t e = cudaSuccess;
+  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() { e = launch_twoshot<T, Op, true, false>(c, t, a, ch); });
+  return e;
+}
+
+cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+  // No arithmetic: one kernel moves 4-byte words for every dtype.
+  const size_t chunk = a.count * dtype_bytes(a.dtype);
+  if (!chunks_supported(a.dtype, a, chunk)) return allgather_push(c, t, a);
+  const Ll128Chunks ch{ceil_div(chunk, ll128_group_data(4)), chunk, chunk * c.world};
+  return launch_twoshot<unsigned, SumOp<unsigned>, false, true>(c, t, a, ch);
 }
 
 }  // namespace actorcc::cuda

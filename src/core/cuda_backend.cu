@@ -107,7 +107,7 @@ struct Agreed {
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
        << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << tune.ll128_twoshot_min << ' '
-       << tune.ll128_twoshot_max << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
+       << tune.ll128_twoshot_max << ' ' << tune.ll128_rsag_max << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -118,7 +118,7 @@ struct Agreed {
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
         a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.tune.ll128_twoshot_min >> a.tune.ll128_twoshot_max >>
-        a.share_gpu >> a.algo;
+        a.tune.ll128_rsag_max >> a.share_gpu >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -162,6 +162,8 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   a.tune.ll128_twoshot_min = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MIN", a.tune.ll128_twoshot_min);
   // setting: ACTORCC_CUDA_LL128_TWOSHOT_MAX - all-reduce bytes (more than 2 ranks) up to which the LL128 two-shot is used
   a.tune.ll128_twoshot_max = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MAX", a.tune.ll128_twoshot_max);
+  // setting: ACTORCC_CUDA_LL128_RSAG_MAX - reduce_scatter / all_gather bytes (full buffer) up to which LL128 lines are used (default all; 1: the push kernels)
+  a.tune.ll128_rsag_max = env_size("ACTORCC_CUDA_LL128_RSAG_MAX", a.tune.ll128_rsag_max);
   // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
   a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
   // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
@@ -320,10 +322,12 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, LL128TwoShot, Push, TwoShot, Pipe, Other };
+  enum class Algo { Copy, OneShot, LL128, LL128TwoShot, Push, TwoShot, Pipe, LL128Lines, Other };
 
   Algo pick(Collective c, size_t bytes, bool registered_output) const {
     if (ctx_.world == 1) return Algo::Copy;
+    if ((c == Collective::ReduceScatter || c == Collective::AllGather) && bytes <= agreed_.tune.ll128_rsag_max)
+      return Algo::LL128Lines;
     if (c != Collective::AllReduce) return Algo::Other;
     if (forced_ != Algo::Other) return forced_;
     // A registered output: large calls take the pipe, whose all-gather then stores into the
@@ -367,6 +371,7 @@ class CudaBackend final : public BackendImpl {
       case Algo::Pipe: return kAlgoPipe;
       case Algo::LL128: return kAlgoLL128;
       case Algo::LL128TwoShot: return kAlgoLL128TwoShot;
+      case Algo::LL128Lines: return c == Collective::ReduceScatter ? "reduce_scatter_ll128" : "allgather_ll128";
       default: break;
     }
     switch (c) {
@@ -412,8 +417,15 @@ class CudaBackend final : public BackendImpl {
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }
-      case Collective::ReduceScatter: e = cuda::reduce_scatter_push(dc_, agreed_.tune, ca); break;
-      case Collective::AllGather: e = cuda::allgather_push(dc_, agreed_.tune, ca); break;
+      // `bytes` of plan(): the full buffer, world x count elements.
+      case Collective::ReduceScatter:
+      case Collective::AllGather: {
+        const bool lines = pick(a.coll, a.count * ctx_.world * dtype_size(a.dtype), false) == Algo::LL128Lines;
+        const bool rs = a.coll == Collective::ReduceScatter;
+        e = lines ? (rs ? cuda::reduce_scatter_ll128 : cuda::allgather_ll128)(dc_, agreed_.tune, ca)
+                  : (rs ? cuda::reduce_scatter_push : cuda::allgather_push)(dc_, agreed_.tune, ca);
+        break;
+      }
       case Collective::Broadcast: e = cuda::broadcast_push(dc_, agreed_.tune, ca); break;
       case Collective::Barrier: e = cuda::barrier_flags(dc_, agreed_.tune, ca); break;
     }

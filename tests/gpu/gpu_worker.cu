@@ -731,8 +731,11 @@ void bench_other(Communicator& c) {
       CK(cudaEventElapsedTime(&ms, a, b));
       double us = ms * 1e3 / iters;
       static const char* names[3] = {"all_gather", "reduce_scatter", "broadcast"};
+      static const Collective colls[3] = {Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast};
       double bus = bytes / (us * 1e-6) / 1e9 * (which == 2 ? 1.0 : double(g_world - 1) / g_world);
-      if (g_rank == 0) std::printf("TIME %-14s %-13s %11zu %10.2f %10s %8.1f\n", names[which], "push", bytes, us, "-", bus);
+      if (g_rank == 0)
+        std::printf("TIME %-14s %-13s %11zu %10.2f %10s %8.1f\n", names[which], c.plan(colls[which], bytes).c_str(), bytes,
+                    us, "-", bus);
     }
   }
   std::fflush(stdout);
@@ -1031,13 +1034,24 @@ int main(int argc, char** argv) {
         const char* algos[6] = {"oneshot", "oneshot_push", "twoshot", "twoshot_pipe", "oneshot_ll128", "twoshot_ll128"};
         const size_t algo_ids[6] = {1, 2, 3, 4, 19, 26};
         for (int k = 0; k < 6; ++k) {
-          auto c = make_comm(ids[algo_ids[k]], algos[k]);
+          // the two-shot's group also takes reduce_scatter and all_gather off LL128 lines: the
+          // push reduce_scatter runs the two-shot kernel's first phase
+          auto c = k == 2 ? make_comm_with(ids[algo_ids[k]], algos[k], {{"ACTORCC_CUDA_LL128_RSAG_MAX", "1"}})
+                          : make_comm(ids[algo_ids[k]], algos[k]);
           std::string name = algos[k];
           forced_sweep(*c, name, k > 0 && !quick, seed);
-          if (k == 2)  // reduce_scatter runs the two-shot kernel's first phase
+          if (k == 2) {
+            if (g_rank == 0) std::printf("plan(reduce_scatter / all_gather, 1 MiB) = %s / %s\n",
+                                         c->plan(Collective::ReduceScatter, 1 << 20).c_str(),
+                                         c->plan(Collective::AllGather, 1 << 20).c_str());
             for (DataType t : types)
               for (size_t n : {size_t(5), size_t(4099), size_t(2000000)})
-                if (n * dtype_size(t) * g_world <= (64u << 20)) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
+                if (n * dtype_size(t) * g_world <= (64u << 20)) {
+                  test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
+                  test_reduce_scatter(*c, t, RedOp::Max, n, true, seed++);
+                  test_all_gather(*c, t, n, n == 4099, 0, seed++);
+                }
+          }
           test_graph(*c, rounds(quick));
           if (g_rank == 0) std::printf("all_reduce[%s]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
         }
@@ -1081,11 +1095,17 @@ int main(int argc, char** argv) {
         }
         // 5. the LL128 two-shot forced with 1 KiB slots (1 group per phase and round: many
         //    rounds per CTA, both parities and both slot halves reused), in place and misaligned,
-        //    a graph and back-to-back rounds. With more than 2 ranks the planner-mixed group
+        //    reduce_scatter and all_gather alone, a graph and back-to-back rounds. With more than 2 ranks the planner-mixed group
         //    above takes it from 256 KiB with the same slots.
         {
           auto c = make_comm_with(ids[27], "twoshot_ll128", {{"ACTORCC_CUDA_LL128_BYTES", "1"}});
           forced_sweep(*c, "ll128_twoshot_small", false, seed);
+          // and its reduce-scatter and all-gather alone (the planner's for both collectives)
+          for (DataType t : types)
+            for (size_t n : {size_t(3), size_t(1000), size_t(65537), size_t(300001)}) {
+              test_reduce_scatter(*c, t, n < 2000 ? RedOp::Avg : RedOp::Sum, n, n == 1000, seed++);
+              test_all_gather(*c, t, n, n == 65537, 0, seed++);
+            }
           test_graph(*c, rounds(quick));
           test_back_to_back(*c, rounds(quick));
           if (g_rank == 0) std::printf("all_reduce[ll128_twoshot_small]: total %ld cases, %ld failures\n", g_cases, g_fail);
@@ -1103,6 +1123,10 @@ int main(int argc, char** argv) {
         auto c = make_comm(ids[6], "");
         bench(*c, "auto", sizes);
         if (!tune_only) bench_other(*c);
+      }
+      if (!tune_only) {  // reduce_scatter and all_gather by the push kernels, for comparison
+        auto c = make_comm_with(ids[28], "", {{"ACTORCC_CUDA_LL128_RSAG_MAX", "1"}});
+        bench_other(*c);
       }
       if (!tune_only) {
         auto c = make_comm(ids[7], "oneshot");

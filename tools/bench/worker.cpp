@@ -354,7 +354,7 @@ void Worker::sweep(Impl& impl, bool inject_here) {
       Row r;
       r.bytes = l.bytes;
       r.count = l.count;
-      if (impl.algo) r.algo = impl.algo(l.arg * dtype_size(c_.dtype));
+      if (impl.algo) r.algo = impl.algo(l.count * dtype_size(c_.dtype));
       for (size_t q = 0; q < all.size(); ++q) {
         std::istringstream is(all[q]);
         double mean = 0, p50 = 0, p99 = 0;

@@ -200,9 +200,10 @@ class Communicator:
         return self._c.aborted
 
     def plan(self, collective, nbytes, registered=False):
-        """Name of the algorithm the planner would pick for `collective` of `nbytes`;
-        `registered=True`: for a call whose output lies in a buffer passed to
-        register_buffer (large all-reduces then take another route)."""
+        """Name of the algorithm the planner would pick for `collective` of `nbytes` (the
+        message for all_reduce and broadcast; the full buffer, world x count elements, for
+        reduce_scatter and all_gather); `registered=True`: for a call whose output lies in a
+        buffer passed to register_buffer (large all-reduces then take another route)."""
         return self._c.plan(collective, int(nbytes), bool(registered))
 
     def __repr__(self):

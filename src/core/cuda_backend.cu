@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "algorithms/cuda_algorithms.hpp"
+#include "core/cuda_planner.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -179,25 +180,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   return a;
 }
 
-const char* kAlgoOneshot = "oneshot";
-const char* kAlgoPush = "oneshot_push";
-const char* kAlgoTwoshot = "twoshot";
-const char* kAlgoPipe = "twoshot_pipe";
-const char* kAlgoLL128 = "oneshot_ll128";
-const char* kAlgoLL128TwoShot = "twoshot_ll128";
-
-std::string normalize_algo(const std::string& a, int rank) {
-  if (a.empty() || a == "auto") return "";
-  if (a == "oneshot" || a == "ll" || a == "oneshot_ll") return kAlgoOneshot;
-  if (a == "oneshot_push" || a == "push") return kAlgoPush;
-  if (a == "twoshot" || a == "two_shot") return kAlgoTwoshot;
-  if (a == "twoshot_pipe" || a == "pipe") return kAlgoPipe;
-  if (a == "oneshot_ll128" || a == "ll128") return kAlgoLL128;
-  if (a == "twoshot_ll128" || a == "ll128_twoshot") return kAlgoLL128TwoShot;
-  LOG_WARN("rank " << rank << ": algorithm '" << a << "' is not a CUDA all-reduce algorithm; using the planner");
-  return "";
-}
-
 // Two ranks on one GPU each spin in kernels that the GPU time-slices between the processes (no
 // concurrency without MPS): every wait for the other rank lasts until the GPU switches, so such a
 // group is refused unless rank 0 allowed it (ACTORCC_CUDA_SHARE_GPU, for tests that run more
@@ -255,16 +237,12 @@ class CudaBackend final : public BackendImpl {
     for (int r = 0; r < ctx.world; ++r) min_blocks = std::min(min_blocks, Agreed::decode(all.text(r)).data_blocks);
     agreed_ = Agreed::decode(all.text(0));
     agreed_.data_blocks = std::max(1, min_blocks);
-    agreed_.algo = normalize_algo(agreed_.algo, ctx.rank);
+    bool known = true;
+    forced_ = cuda::forced_route(agreed_.algo, known);
+    if (!known)
+      LOG_WARN("rank " << ctx.rank << ": algorithm '" << agreed_.algo
+                       << "' is not a CUDA all-reduce algorithm; using the planner");
     refuse_shared_gpu(ctx, agreed_.share_gpu != 0);
-    forced_ = agreed_.algo == kAlgoOneshot ? Algo::OneShot
-              : agreed_.algo == kAlgoPush  ? Algo::Push
-              : agreed_.algo == kAlgoTwoshot ? Algo::TwoShot
-              : agreed_.algo == kAlgoPipe  ? Algo::Pipe
-              : agreed_.algo == kAlgoLL128 ? Algo::LL128
-              : agreed_.algo == kAlgoLL128TwoShot ? Algo::LL128TwoShot
-                                             : Algo::Other;
-
     // Workspace layout (see kernels/device_comm.cuh).
     const int W = ctx.world, NB = agreed_.data_blocks;
     size_t tile = agreed_.workspace_bytes / (size_t(4) * NB * W);
@@ -322,64 +300,12 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  enum class Algo { Copy, OneShot, LL128, LL128TwoShot, Push, TwoShot, Pipe, LL128Lines, Other };
-
-  Algo pick(Collective c, size_t bytes, bool registered_output) const {
-    if (ctx_.world == 1) return Algo::Copy;
-    if ((c == Collective::ReduceScatter || c == Collective::AllGather) && bytes <= agreed_.tune.ll128_rsag_max)
-      return Algo::LL128Lines;
-    if (c != Collective::AllReduce) return Algo::Other;
-    if (forced_ != Algo::Other) return forced_;
-    // A registered output: large calls take the pipe, whose all-gather then stores into the
-    // peers' outputs directly (no copy out of the workspace); measured from 32 MiB on 2 ranks
-    // (tests/gpu/TUNING.md row 22), and on 4 it ties the LL128 two-shot at 32 MiB and beats it
-    // by 6% at 64 MiB (row 32).
-    if (registered_output && bytes >= agreed_.tune.reg_pipe_min) return Algo::Pipe;
-    // One-shot algorithms move (world-1) copies of the message out of every rank, so their
-    // thresholds shrink with the world (measured for 2 ranks; a guess beyond). With 2 ranks
-    // one-shot and two-shot move the same bytes; with more, the one-shot moves world/2 times
-    // the two-shot's, so its range ends at the push's old limit (4 MiB x 2/world).
-    const size_t scale = size_t(ctx_.world);
-    if (bytes <= agreed_.tune.ll_max * 2 / scale) return Algo::OneShot;
-    // With more than 2 ranks the LL128 two-shot moves 2 (world-1)/world copies out of each rank
-    // instead of world - 1, without the pipe's per-tile flag rounds.
-    if (scale > 2 && bytes >= twoshot_ll128_min() && bytes <= agreed_.tune.ll128_twoshot_max) return Algo::LL128TwoShot;
-    const size_t ll128_max = scale == 2 ? agreed_.tune.ll128_max : std::min(agreed_.tune.ll128_max, agreed_.tune.push_max);
-    if (bytes <= ll128_max * 2 / scale) return Algo::LL128;
-    if (bytes <= agreed_.tune.push_max * 2 / scale) return Algo::Push;
-    // Above that the pipelined two-shot (RS/AG of consecutive tiles overlapped per CTA); it
-    // measured as fast or faster than the plain two-shot from 2 MiB up on 2 ranks.
-    if (bytes >= agreed_.tune.pipe_min) return Algo::Pipe;
-    return Algo::TwoShot;
-  }
-
-  // Where the LL128 two-shot takes over from the one-shot (more than 2 ranks): the one-shot
-  // sends (W-1) N, the two-shot 2 (W-1)/W N plus a hop, so the crossover N scales by
-  // W / ((W-1)(W-2)); ll128_twoshot_min is the one measured for 4 ranks (TUNING.md rows 32-33),
-  // other worlds follow that model (8 ranks: 0.29x, 3 ranks: 2.25x) until measured.
-  size_t twoshot_ll128_min() const {
-    const size_t W = size_t(ctx_.world);
-    return agreed_.tune.ll128_twoshot_min * 3 * W / (2 * (W - 1) * (W - 2));
+  cuda::Route pick(Collective c, size_t bytes, bool registered_output) const {
+    return cuda::pick_route(c, bytes, registered_output, ctx_.world, agreed_.tune, forced_);
   }
 
   std::string plan(Collective c, size_t bytes, bool registered_output) const override {
-    switch (pick(c, bytes, registered_output)) {
-      case Algo::Copy: return "copy";
-      case Algo::OneShot: return kAlgoOneshot;
-      case Algo::Push: return kAlgoPush;
-      case Algo::TwoShot: return kAlgoTwoshot;
-      case Algo::Pipe: return kAlgoPipe;
-      case Algo::LL128: return kAlgoLL128;
-      case Algo::LL128TwoShot: return kAlgoLL128TwoShot;
-      case Algo::LL128Lines: return c == Collective::ReduceScatter ? "reduce_scatter_ll128" : "allgather_ll128";
-      default: break;
-    }
-    switch (c) {
-      case Collective::ReduceScatter: return "reduce_scatter_push";
-      case Collective::AllGather: return "allgather_push";
-      case Collective::Broadcast: return "broadcast_push";
-      default: return "barrier_flags";
-    }
+    return cuda::route_name(pick(c, bytes, registered_output), c);
   }
 
   void run(const CollArgs& a) override {
@@ -407,20 +333,20 @@ class CudaBackend final : public BackendImpl {
       case Collective::AllReduce: {
         const size_t bytes = a.count * dtype_size(a.dtype);
         const auto* reg = registered_.find(a.recv, bytes);
-        const Algo algo = pick(a.coll, bytes, reg != nullptr);
+        const cuda::Route algo = pick(a.coll, bytes, reg != nullptr);
         describe_call(ca, reg, bytes);
-        if (algo == Algo::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
-        else if (algo == Algo::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
-        else if (algo == Algo::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
-        else if (algo == Algo::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
-        else if (algo == Algo::LL128TwoShot) e = cuda::allreduce_ll128_twoshot(dc_, agreed_.tune, ca);
+        if (algo == cuda::Route::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
+        else if (algo == cuda::Route::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
+        else if (algo == cuda::Route::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
+        else if (algo == cuda::Route::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
+        else if (algo == cuda::Route::LL128TwoShot) e = cuda::allreduce_ll128_twoshot(dc_, agreed_.tune, ca);
         else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
         break;
       }
       // `bytes` of plan(): the full buffer, world x count elements.
       case Collective::ReduceScatter:
       case Collective::AllGather: {
-        const bool lines = pick(a.coll, a.count * ctx_.world * dtype_size(a.dtype), false) == Algo::LL128Lines;
+        const bool lines = pick(a.coll, a.count * ctx_.world * dtype_size(a.dtype), false) == cuda::Route::LL128Lines;
         const bool rs = a.coll == Collective::ReduceScatter;
         e = lines ? (rs ? cuda::reduce_scatter_ll128 : cuda::allgather_ll128)(dc_, agreed_.tune, ca)
                   : (rs ? cuda::reduce_scatter_push : cuda::allgather_push)(dc_, agreed_.tune, ca);
@@ -551,7 +477,7 @@ class CudaBackend final : public BackendImpl {
   GroupContext& ctx_;
   int device_ = -1;
   Agreed agreed_;
-  Algo forced_ = Algo::Other;
+  cuda::Route forced_ = cuda::Route::Other;
   DeviceComm dc_{};
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<DeviceBuffer> counters_;

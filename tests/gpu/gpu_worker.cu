@@ -712,12 +712,13 @@ void bench_other(Communicator& c) {
   CK(cudaEventCreate(&b));
   for (size_t bytes : {size_t(65536), size_t(1 << 20), size_t(16 << 20), size_t(64 << 20)}) {
     if (bytes * g_world > g_buf_bytes) continue;
-    for (int which = 0; which < 3; ++which) {
+    for (Collective coll : {Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast}) {
       size_t n = bytes / 4;
       int iters = bytes <= (1 << 20) ? 200 : 20;
       auto call = [&] {
-        if (which == 0) c.all_gather(d_a, d_b, n / g_world, DataType::Float32, g_stream);
-        else if (which == 1) c.reduce_scatter(d_a, d_b, n / g_world, DataType::Float32, RedOp::Sum, g_stream);
+        if (coll == Collective::AllGather) c.all_gather(d_a, d_b, n / g_world, DataType::Float32, g_stream);
+        else if (coll == Collective::ReduceScatter)
+          c.reduce_scatter(d_a, d_b, n / g_world, DataType::Float32, RedOp::Sum, g_stream);
         else c.broadcast(d_a, d_b, n, DataType::Float32, 0, g_stream);
       };
       for (int i = 0; i < 3; ++i) call();
@@ -730,12 +731,10 @@ void bench_other(Communicator& c) {
       float ms;
       CK(cudaEventElapsedTime(&ms, a, b));
       double us = ms * 1e3 / iters;
-      static const char* names[3] = {"all_gather", "reduce_scatter", "broadcast"};
-      static const Collective colls[3] = {Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast};
-      double bus = bytes / (us * 1e-6) / 1e9 * (which == 2 ? 1.0 : double(g_world - 1) / g_world);
+      double bus = bytes / (us * 1e-6) / 1e9 * (coll == Collective::Broadcast ? 1.0 : double(g_world - 1) / g_world);
       if (g_rank == 0)
-        std::printf("TIME %-14s %-13s %11zu %10.2f %10s %8.1f\n", names[which], c.plan(colls[which], bytes).c_str(), bytes,
-                    us, "-", bus);
+        std::printf("TIME %-14s %-13s %11zu %10.2f %10s %8.1f\n", std::string(to_string(coll)).c_str(),
+                    c.plan(coll, bytes).c_str(), bytes, us, "-", bus);
     }
   }
   std::fflush(stdout);

@@ -23,7 +23,8 @@ if [ "$phase" = phase1 ]; then
       cmake --build '$B' -j$(nproc)" || { tail -40 "$W/build.log"; exit 1; }
   step gpu-tier 300 env OUT="$W/gpu" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 ACTORCC_GPU_BUDGET=280 bash tests/gpu/run.sh
   tail -40 "$W/gpu-tier.log"
-  step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py tests/python/test_basics.py
+  step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py \
+      tests/python/test_gpu_nccl_setup.py tests/python/test_basics.py
   tail -25 "$W/py-gpu.log"
   step doctor-local-masked 120 env CUDA_VISIBLE_DEVICES=1 python3 -m actorcc.doctor --torch
   step doctor-local-permuted 120 env CUDA_VISIBLE_DEVICES=1,0 python3 -m actorcc.doctor --torch

@@ -34,5 +34,8 @@ check reduce_scatter-int32-prod --coll reduce_scatter -d int32 -o prod
 check all_gather-int8 --coll all_gather -d int8
 check all_gather-double-inplace --coll all_gather -d double --inplace
 check broadcast-float-root1 --coll broadcast -d float -r 1
+# The backend's nonblocking NCCL communicator against the bench's blocking one, same run: the
+# fallback must not be slower than NCCL itself.
+check all_reduce-vs-nccl --coll all_reduce -d float -o sum --impl actorcc,nccl -n 50 -w 5
 echo "nccl path: $n cases, $([ $rc = 0 ] && echo all passed || echo FAILURES)"
 exit $rc

@@ -70,10 +70,7 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
   Step st = begin_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
-    const size_t ng = min(round_groups, g1 - base);
-    const unsigned flag = static_cast<unsigned>(st.s + 1);
-    const int par = static_cast<int>(st.s & 1);
-    const size_t mine = ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0;  // this warp's groups
+    const auto [flag, par, mine] = ll128_round(st, min(round_groups, g1 - base));
     uint4 own{}, own_prev{};  // this lane's part of our chunk's groups i and i - 1
     for (size_t i = 0; i < mine + kStages && !failed; ++i) {
       if (i < mine) {  // A(i): loads in batches of 3 peers (one latency per batch), then the pushes
@@ -130,13 +127,23 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
   end_steps(c, st);
 }
 
-template <typename T, typename Op, bool kReduceScatter, bool kAllGather>
+// Launches the two-shot kernel half (or both) for the call's dtype and op; all_gather has no
+// arithmetic, so one instantiation moves 4-byte words for every dtype.
+template <bool kReduceScatter, bool kAllGather>
 cudaError_t launch_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a, const Ll128Chunks& ch) {
   // Each slot holds a round's RS lines in one half and its AG lines in the other.
   const Ll128Grid g = plan_ll128(ch.groups, c.ll128_slot_bytes / (2 * kGroupSlot), c, t);
-  return launch_kernel(ll128_twoshot<T, Op, kReduceScatter, kAllGather>, static_cast<unsigned>(g.blocks),
-                       std::min(g.threads, kMaxThreads), t, a.stream, c, static_cast<const char*>(a.send),
-                       static_cast<char*>(a.recv), ch, g.groups_per_block, g.round_groups, a.coll);
+  cudaError_t e = cudaSuccess;
+  auto launch = [&]<typename T, typename Op>() {
+    e = launch_kernel(ll128_twoshot<T, Op, kReduceScatter, kAllGather>, static_cast<unsigned>(g.blocks),
+                      std::min(g.threads, kMaxThreads), t, a.stream, c, static_cast<const char*>(a.send),
+                      static_cast<char*>(a.recv), ch, g.groups_per_block, g.round_groups, a.coll);
+  };
+  if constexpr (kReduceScatter)
+    with_dtype_op(a.dtype, a.op, launch);
+  else
+    launch.template operator()<unsigned, SumOp<unsigned>>();
+  return e;
 }
 
 // reduce_scatter's and all_gather's chunks are `chunk` bytes each: the lanes move 4-byte words
@@ -153,27 +160,20 @@ cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const 
   const size_t esz = dtype_bytes(a.dtype);
   const size_t bytes = a.count * esz;
   const size_t groups = ceil_div(ceil_div(bytes, ll128_group_data(esz)), size_t(c.world));
-  const Ll128Chunks ch{groups, groups * ll128_group_data(esz), bytes};
-  cudaError_t e = cudaSuccess;
-  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() { e = launch_twoshot<T, Op, true, true>(c, t, a, ch); });
-  return e;
+  return launch_twoshot<true, true>(c, t, a, {groups, groups * ll128_group_data(esz), bytes});
 }
 
 cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t chunk = a.count * dtype_bytes(a.dtype);
   if (!chunks_supported(a.dtype, a, chunk)) return reduce_scatter_push(c, t, a);
-  const Ll128Chunks ch{ceil_div(chunk, ll128_group_data(dtype_bytes(a.dtype))), chunk, chunk * c.world};
-  cudaError_t e = cudaSuccess;
-  with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() { e = launch_twoshot<T, Op, true, false>(c, t, a, ch); });
-  return e;
+  const size_t groups = ceil_div(chunk, ll128_group_data(dtype_bytes(a.dtype)));
+  return launch_twoshot<true, false>(c, t, a, {groups, chunk, chunk * c.world});
 }
 
 cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  // No arithmetic: one kernel moves 4-byte words for every dtype.
   const size_t chunk = a.count * dtype_bytes(a.dtype);
   if (!chunks_supported(a.dtype, a, chunk)) return allgather_push(c, t, a);
-  const Ll128Chunks ch{ceil_div(chunk, ll128_group_data(4)), chunk, chunk * c.world};
-  return launch_twoshot<unsigned, SumOp<unsigned>, false, true>(c, t, a, ch);
+  return launch_twoshot<false, true>(c, t, a, {ceil_div(chunk, ll128_group_data(4)), chunk, chunk * c.world});
 }
 
 }  // namespace actorcc::cuda

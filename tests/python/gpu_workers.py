@@ -144,3 +144,18 @@ def registered(rank, world, uid):
         if not torch.equal(x, sum(data(r, 9) for r in range(world))):
             fails.append("after deregistration")
     return fails
+
+
+def join_and_all_reduce(rank, world, uid):
+    """Creates the group (join bound 60 s) and runs one all_reduce; returns the backend, the
+    result's first element and the seconds the whole attempt took (or raises)."""
+    import time
+
+    import torch
+    t0 = time.monotonic()
+    torch.cuda.set_device(0)
+    with actorcc.Communicator(uid, rank, world, timeout=30, join_timeout=60) as comm:
+        x = torch.full((1024,), float(rank + 1), device="cuda")
+        comm.all_reduce(x)
+        torch.cuda.synchronize()
+        return comm.backend, x[0].item(), time.monotonic() - t0

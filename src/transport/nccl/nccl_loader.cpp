@@ -5,11 +5,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-
 #include <stdexcept>
-
-#include "common/env.hpp"
 #include <string>
+#include <thread>
+
+#include "common/deadline.hpp"
+#include "common/env.hpp"
 
 #if ACTORCC_HAVE_NCCL_H
 #include <nccl.h>
@@ -29,6 +30,10 @@ struct NcclLib::Fns {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+  // optional (NCCL >= 2.14): nonblocking setup and its polling
+  decltype(&ncclCommInitRankConfig) comm_init_rank_config = nullptr;
+  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
+  decltype(&ncclCommFinalize) comm_finalize = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclGetErrorString) get_error_string = nullptr;
@@ -104,6 +109,9 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   resolve(h, "ncclGetVersion", f.get_version, true);
   resolve(h, "ncclGetUniqueId", f.get_unique_id, true);
   resolve(h, "ncclCommInitRank", f.comm_init_rank, true);
+  resolve(h, "ncclCommInitRankConfig", f.comm_init_rank_config, false);
+  resolve(h, "ncclCommGetAsyncError", f.comm_get_async_error, false);
+  resolve(h, "ncclCommFinalize", f.comm_finalize, false);
   resolve(h, "ncclCommDestroy", f.comm_destroy, true);
   resolve(h, "ncclCommAbort", f.comm_abort, true);
   resolve(h, "ncclGetErrorString", f.get_error_string, true);
@@ -145,17 +153,58 @@ std::string NcclLib::unique_id() const {
   return std::string(id.internal, sizeof id.internal);
 }
 
-std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank) const {
+namespace {
+ncclUniqueId to_uid(const std::string& id) {
   if (id.size() != sizeof(ncclUniqueId)) throw NcclError("bad NCCL unique id size");
   ncclUniqueId uid;
   std::copy(id.begin(), id.end(), uid.internal);
+  return uid;
+}
+}  // namespace
+
+std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank) const {
   ncclComm_t comm = nullptr;
-  nck(*fns_, fns_->comm_init_rank(&comm, world, uid, rank), "ncclCommInitRank");
+  nck(*fns_, fns_->comm_init_rank(&comm, world, to_uid(id), rank), "ncclCommInitRank");
   return std::make_unique<NcclComm>(*this, comm);
 }
 
+std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank, const NcclWait& wait) const {
+  const Fns& f = *fns_;
+  if (!f.comm_init_rank_config || !f.comm_get_async_error) return init_rank(world, id, rank);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = f.comm_init_rank_config(&comm, world, to_uid(id), rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm) f.comm_abort(comm);
+    nck(f, r, "ncclCommInitRankConfig");
+  }
+  auto c = std::make_unique<NcclComm>(*this, comm, wait);
+  try {
+    c->finish(r, "NCCL setup (ncclCommInitRankConfig)", wait.setup);
+  } catch (...) {
+    c->abort();  // also frees it: the destructor must not finalize a communicator never made
+    throw;
+  }
+  return c;
+}
+
 NcclComm::~NcclComm() {
-  if (comm_) lib_.fns().comm_destroy(static_cast<ncclComm_t>(comm_));
+  if (!comm_) return;
+  const auto& f = lib_.fns();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  if (wait_ && f.comm_finalize) {
+    // Nonblocking: finalize (bounded) and then destroy; a peer gone or stuck: abort, which frees
+    // this rank's side without waiting for anyone.
+    try {
+      const auto limit = std::min<std::chrono::milliseconds>(wait_->call, std::chrono::seconds(30));
+      finish(f.comm_finalize(comm), "ncclCommFinalize", limit);
+    } catch (...) {
+      f.comm_abort(comm);
+      return;
+    }
+  }
+  f.comm_destroy(comm);
 }
 
 void NcclComm::abort() {
@@ -163,23 +212,53 @@ void NcclComm::abort() {
   comm_ = nullptr;
 }
 
+void NcclComm::finish(int result, const char* what, std::chrono::milliseconds limit) const {
+  auto r = static_cast<ncclResult_t>(result);
+  if (r == ncclInProgress && wait_) r = static_cast<ncclResult_t>(poll_state(what, limit));
+  nck(lib_.fns(), r, what, static_cast<ncclComm_t>(comm_));
+}
+
+int NcclComm::poll_state(const char* what, std::chrono::milliseconds limit) const {
+  const auto& f = lib_.fns();
+  const Deadline dl = Deadline::after(limit);
+  // Setup takes ~0.1-1 s and a collective's enqueue microseconds: short naps first.
+  auto nap = std::chrono::microseconds(10);
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t q = f.comm_get_async_error(static_cast<ncclComm_t>(comm_), &state);
+    if (q != ncclSuccess) return q;
+    if (state != ncclInProgress) return state;
+    if (wait_->check) wait_->check();
+    if (dl.expired())
+      throw TimeoutError("rank " + std::to_string(wait_->rank) + ": " + what + " did not finish within " +
+                             std::to_string(limit.count() / 1000.0).substr(0, 6) +
+                             " s (NCCL still reports it in progress): a rank has not reached it, has failed in it, "
+                             "or cannot reach this one over NCCL's transports",
+                         wait_->rank);
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+}
+
 void NcclComm::run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                    void* stream) const {
   const auto& f = lib_.fns();
   auto comm = static_cast<ncclComm_t>(comm_);
   auto s = static_cast<cudaStream_t>(stream);
+  // A nonblocking communicator may still be connecting to the peers at its first calls.
+  const auto limit = wait_ ? wait_->call : std::chrono::milliseconds(0);
   switch (c) {
     case Collective::AllReduce:
-      nck(f, f.all_reduce(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclAllReduce", comm);
+      finish(f.all_reduce(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclAllReduce", limit);
       return;
     case Collective::ReduceScatter:
-      nck(f, f.reduce_scatter(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclReduceScatter", comm);
+      finish(f.reduce_scatter(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclReduceScatter", limit);
       return;
     case Collective::AllGather:
-      nck(f, f.all_gather(send, recv, count, to_nccl(t), comm, s), "ncclAllGather", comm);
+      finish(f.all_gather(send, recv, count, to_nccl(t), comm, s), "ncclAllGather", limit);
       return;
     case Collective::Broadcast:
-      nck(f, f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", comm);
+      finish(f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", limit);
       return;
     default: throw NcclError("collective not supported through NCCL");
   }
@@ -209,7 +288,8 @@ void* NcclComm::window_register(void* p, size_t bytes) const {
   need_windows(f);
   ncclWindow_t win = nullptr;
   auto comm = static_cast<ncclComm_t>(comm_);
-  nck(f, f.window_register(comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister", comm);
+  finish(f.window_register(comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister",
+         wait_ ? wait_->call : std::chrono::milliseconds(0));
   return win;
 }
 void NcclComm::window_deregister(void* win) const {
@@ -237,8 +317,11 @@ std::string NcclLib::version() const { return ""; }
 std::string NcclLib::path() const { return path_; }
 std::string NcclLib::unique_id() const { return ""; }
 std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int) const { return nullptr; }
+std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int, const NcclWait&) const { return nullptr; }
 NcclComm::~NcclComm() {}
 void NcclComm::abort() {}
+void NcclComm::finish(int, const char*, std::chrono::milliseconds) const {}
+int NcclComm::poll_state(const char*, std::chrono::milliseconds) const { return 0; }
 void NcclComm::run(Collective, const void*, void*, size_t, DataType, RedOp, int, void*) const {}
 void* NcclLib::mem_alloc(size_t) const { return nullptr; }
 void NcclLib::mem_free(void*) const {}

@@ -1,0 +1,46 @@
+"""GPU tier (device machine only): the NCCL path's setup never hangs. NCCL refuses two ranks
+on one GPU only on those two ranks; before NCCL's setup was nonblocking, the third rank then
+waited in ncclCommInitRank forever (measured: 3 ranks on 2 GPUs hung there)."""
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import gpu_workers  # noqa: E402
+from mp_helpers import run_ranks  # noqa: E402
+
+NGPU = torch.cuda.device_count()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs")]
+
+
+def test_failed_nccl_setup_ends_every_rank(uid):
+    # actorcc sees two nodes (ACTORCC_NODE_ID), so the group takes the NCCL backend; NCCL sees
+    # one host (no NCCL_HOSTID), where ranks 0 and 2 share GPU 0.
+    devices, nodes = ["0", "1", "0"], ["a", "b", "a"]
+    t0 = time.monotonic()
+    res = run_ranks(3, gpu_workers.join_and_all_reduce, uid, timeout=120, expect_errors=True,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": devices[r], "ACTORCC_NODE_ID": nodes[r],
+                                   "NCCL_NVLS_ENABLE": "0"})
+    took = time.monotonic() - t0
+    kinds = [k for k, _ in res]
+    assert "timeout" not in kinds and "died" not in kinds, f"a rank hung or died: {res}"
+    assert kinds == ["err"] * 3, f"every rank must fail the group's creation: {res}"
+    # Each error names NCCL's setup; the rank that did not share a GPU learns it from a sharer's
+    # abort (RemoteError naming rank 0 or 2), within seconds, not the 60 s join bound.
+    for r, (_, info) in enumerate(res):
+        assert "NCCL" in info["msg"], f"rank {r}: {info['msg']}"
+    assert "RemoteError" in res[1][1]["mro"] and res[1][1]["msg"].count("rank") >= 2, res[1][1]
+    assert took < 50, f"{took:.1f} s: the ranks waited for a deadline instead of the abort"
+
+
+def test_nccl_backend_between_virtual_nodes(uid):
+    # The positive case of the same path: two virtual nodes on distinct GPUs (NCCL sees two hosts
+    # too), nonblocking setup, the first collective connecting in NCCL's background.
+    res = run_ranks(2, gpu_workers.join_and_all_reduce, uid, timeout=180,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"n{r}",
+                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0"})
+    for r, (_, (backend, first, _took)) in enumerate(res):
+        assert backend == "cuda" and first == 3.0, f"rank {r}: backend {backend}, all_reduce gave {first}"

@@ -9,18 +9,32 @@
 #           (scripts/nccl_path_gpu.sh: two virtual nodes, every collective checked), the actor sweep
 #           example (process launcher with actor traits: the device machine has no Ray), then
 #           4, 3 and 8 ranks on the 2 GPUs (tests/gpu/shared.sh: the 3-8 rank kernel paths)
+#   nccl    (one call, for changes to the NCCL path only) build, the NCCL setup tests
+#           (tests/python/test_gpu_nccl_setup.py) and the NCCL path (scripts/nccl_path_gpu.sh)
 # Results come back as $OUT/<phase>.tgz (logs, JSON, PNG) and $OUT/<phase>-summary.txt.
 set -u
-phase=${1:?usage: device_all.sh phase1|phase2}
+phase=${1:?usage: device_all.sh phase1|phase2|nccl}
 RUN=$phase
 source "$(dirname "$0")/device_steps.sh"
 export PYTHONPATH=$B/python/pkg
-
-if [ "$phase" = phase1 ]; then
-  nvidia-smi topo -m >"$W/topo.txt" 2>&1
+build() {
   step build 400 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -DACTORCC_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TESTS=ON -DACTORCC_TOOLS=ON -DACTORCC_PYTHON=ON && \
       cmake --build '$B' -j$(nproc)" || { tail -40 "$W/build.log"; exit 1; }
+}
+nccl_path() {
+  step nccl-path 400 env OUT="$W/nccl-path" BENCH="$B/tools/bench/actorcc-bench" bash scripts/nccl_path_gpu.sh
+  tail -14 "$W/nccl-path.log"
+}
+
+if [ "$phase" = nccl ]; then
+  build
+  step py-nccl-setup 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_nccl_setup.py
+  tail -25 "$W/py-nccl-setup.log"
+  nccl_path
+elif [ "$phase" = phase1 ]; then
+  nvidia-smi topo -m >"$W/topo.txt" 2>&1
+  build
   step gpu-tier 300 env OUT="$W/gpu" ACTORCC_GPU_BUILD="$B" ACTORCC_GPU_PREBUILT=1 ACTORCC_GPU_BUDGET=280 bash tests/gpu/run.sh
   tail -40 "$W/gpu-tier.log"
   step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py \
@@ -51,8 +65,7 @@ else
   grep -h -A14 "comparison\|ratio" "$W/bench.log" | head -60
   step py-latency 120 python3 scripts/py_latency.py --world 2 --bench "$BENCH" --json "$W/py_latency.json"
   tail -8 "$W/py-latency.log"
-  step nccl-path 400 env OUT="$W/nccl-path" BENCH="$BENCH" bash scripts/nccl_path_gpu.sh
-  tail -12 "$W/nccl-path.log"
+  nccl_path
   step example-sweep 240 python3 examples/ray_allreduce_sweep.py --no-ray --world 2 --stagger 1 --json "$W/example.json"
   tail -25 "$W/example-sweep.log"
   # last, so that nothing else shares the GPUs with it: 4, 3 and 8 ranks on the 2 GPUs

@@ -34,12 +34,11 @@ class NcclBackend final : public BackendImpl {
     state_->lib = nccl::NcclLib::load(nccl::default_library());
     auto ids = ctx.bootstrap->allgather(ctx.rank == 0 ? state_->lib->unique_id() : std::string(),
                                         Deadline::after(ctx.options.join_timeout));
-    // NCCL's setup is nonblocking here, so a rank that never reaches it or fails in it cannot
-    // leave the others waiting forever: every rank polls it within the join timeout and the
-    // group's abort, and a rank whose setup fails aborts the group, ending the others' waits at
-    // once with its reason.
-    nccl::NcclWait wait{ctx.options.join_timeout, ctx.options.timeout, [abort = ctx.abort] { abort->throw_if_raised(); },
-                        ctx.rank};
+    // NCCL's setup is bounded here (NcclLib::init_rank with a wait), so a rank that never
+    // reaches it or fails in it cannot leave the others waiting forever: every rank waits
+    // within the join timeout and the group's abort, and a rank whose setup fails aborts the
+    // group, which ends the others' waits at once with its reason.
+    nccl::NcclWait wait{ctx.options.join_timeout, [abort = ctx.abort] { abort->throw_if_raised(); }, ctx.rank};
     try {
       state_->comm = state_->lib->init_rank(ctx.world, ids[0], ctx.rank, wait);
     } catch (const std::exception& e) {

@@ -2,9 +2,12 @@
 // nccl.h supplies only the types and prototypes the function-pointer typedefs are made from.
 #include "transport/nccl/nccl_loader.hpp"
 
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -30,10 +33,6 @@ struct NcclLib::Fns {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
-  // optional (NCCL >= 2.14): nonblocking setup and its polling
-  decltype(&ncclCommInitRankConfig) comm_init_rank_config = nullptr;
-  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
-  decltype(&ncclCommFinalize) comm_finalize = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclGetErrorString) get_error_string = nullptr;
@@ -109,9 +108,6 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   resolve(h, "ncclGetVersion", f.get_version, true);
   resolve(h, "ncclGetUniqueId", f.get_unique_id, true);
   resolve(h, "ncclCommInitRank", f.comm_init_rank, true);
-  resolve(h, "ncclCommInitRankConfig", f.comm_init_rank_config, false);
-  resolve(h, "ncclCommGetAsyncError", f.comm_get_async_error, false);
-  resolve(h, "ncclCommFinalize", f.comm_finalize, false);
   resolve(h, "ncclCommDestroy", f.comm_destroy, true);
   resolve(h, "ncclCommAbort", f.comm_abort, true);
   resolve(h, "ncclGetErrorString", f.get_error_string, true);
@@ -160,6 +156,16 @@ ncclUniqueId to_uid(const std::string& id) {
   std::copy(id.begin(), id.end(), uid.internal);
   return uid;
 }
+
+// One ncclCommInitRank on a helper thread, shared with the waiting thread until one of them
+// takes the result: the waiter (done first) or the helper (abandoned first, then it aborts it).
+struct InitJob {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false, abandoned = false;
+  ncclResult_t result = ncclSuccess;
+  ncclComm_t comm = nullptr;
+};
 }  // namespace
 
 std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank) const {
@@ -169,42 +175,49 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, i
 }
 
 std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, int rank, const NcclWait& wait) const {
-  const Fns& f = *fns_;
-  if (!f.comm_init_rank_config || !f.comm_get_async_error) return init_rank(world, id, rank);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t comm = nullptr;
-  const ncclResult_t r = f.comm_init_rank_config(&comm, world, to_uid(id), rank, &config);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    if (comm) f.comm_abort(comm);
-    nck(f, r, "ncclCommInitRankConfig");
+  const ncclUniqueId uid = to_uid(id);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) throw NcclError("cudaGetDevice failed before ncclCommInitRank");
+  auto job = std::make_shared<InitJob>();
+  // The helper holds its own copies: it may outlive this NcclLib (the handle is never closed).
+  auto init = fns_->comm_init_rank;
+  auto comm_abort = fns_->comm_abort;
+  std::thread([job, init, comm_abort, world, uid, rank, device] {
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = cudaSetDevice(device) == cudaSuccess ? init(&comm, world, uid, rank) : ncclUnhandledCudaError;
+    std::lock_guard<std::mutex> g(job->mu);
+    if (job->abandoned) {
+      if (r == ncclSuccess && comm) comm_abort(comm);
+      return;
+    }
+    job->result = r;
+    job->comm = comm;
+    job->done = true;
+    job->cv.notify_all();
+  }).detach();
+
+  const Deadline dl = Deadline::after(wait.limit);
+  std::unique_lock<std::mutex> lk(job->mu);
+  while (!job->cv.wait_for(lk, std::chrono::milliseconds(10), [&] { return job->done; })) {
+    try {
+      if (wait.check) wait.check();
+      if (dl.expired())
+        throw TimeoutError("rank " + std::to_string(wait.rank) + ": NCCL setup (ncclCommInitRank) did not finish within " +
+                               std::to_string(wait.limit.count() / 1000) +
+                               " s: a rank has not reached it, has failed in it, or cannot reach this one over "
+                               "NCCL's transports",
+                           wait.rank);
+    } catch (...) {
+      job->abandoned = true;
+      throw;
+    }
   }
-  auto c = std::make_unique<NcclComm>(*this, comm, wait);
-  try {
-    c->finish(r, "NCCL setup (ncclCommInitRankConfig)", wait.setup);
-  } catch (...) {
-    c->abort();  // also frees it: the destructor must not finalize a communicator never made
-    throw;
-  }
-  return c;
+  nck(*fns_, job->result, "ncclCommInitRank");
+  return std::make_unique<NcclComm>(*this, job->comm);
 }
 
 NcclComm::~NcclComm() {
-  if (!comm_) return;
-  const auto& f = lib_.fns();
-  auto comm = static_cast<ncclComm_t>(comm_);
-  if (wait_ && f.comm_finalize) {
-    // Nonblocking: finalize (bounded) and then destroy; a peer gone or stuck: abort, which frees
-    // this rank's side without waiting for anyone.
-    try {
-      const auto limit = std::min<std::chrono::milliseconds>(wait_->call, std::chrono::seconds(30));
-      finish(f.comm_finalize(comm), "ncclCommFinalize", limit);
-    } catch (...) {
-      f.comm_abort(comm);
-      return;
-    }
-  }
-  f.comm_destroy(comm);
+  if (comm_) lib_.fns().comm_destroy(static_cast<ncclComm_t>(comm_));
 }
 
 void NcclComm::abort() {
@@ -212,53 +225,23 @@ void NcclComm::abort() {
   comm_ = nullptr;
 }
 
-void NcclComm::finish(int result, const char* what, std::chrono::milliseconds limit) const {
-  auto r = static_cast<ncclResult_t>(result);
-  if (r == ncclInProgress && wait_) r = static_cast<ncclResult_t>(poll_state(what, limit));
-  nck(lib_.fns(), r, what, static_cast<ncclComm_t>(comm_));
-}
-
-int NcclComm::poll_state(const char* what, std::chrono::milliseconds limit) const {
-  const auto& f = lib_.fns();
-  const Deadline dl = Deadline::after(limit);
-  // Setup takes ~0.1-1 s and a collective's enqueue microseconds: short naps first.
-  auto nap = std::chrono::microseconds(10);
-  for (;;) {
-    ncclResult_t state = ncclInProgress;
-    const ncclResult_t q = f.comm_get_async_error(static_cast<ncclComm_t>(comm_), &state);
-    if (q != ncclSuccess) return q;
-    if (state != ncclInProgress) return state;
-    if (wait_->check) wait_->check();
-    if (dl.expired())
-      throw TimeoutError("rank " + std::to_string(wait_->rank) + ": " + what + " did not finish within " +
-                             std::to_string(limit.count() / 1000.0).substr(0, 6) +
-                             " s (NCCL still reports it in progress): a rank has not reached it, has failed in it, "
-                             "or cannot reach this one over NCCL's transports",
-                         wait_->rank);
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(1000));
-  }
-}
-
 void NcclComm::run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                    void* stream) const {
   const auto& f = lib_.fns();
   auto comm = static_cast<ncclComm_t>(comm_);
   auto s = static_cast<cudaStream_t>(stream);
-  // A nonblocking communicator may still be connecting to the peers at its first calls.
-  const auto limit = wait_ ? wait_->call : std::chrono::milliseconds(0);
   switch (c) {
     case Collective::AllReduce:
-      finish(f.all_reduce(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclAllReduce", limit);
+      nck(f, f.all_reduce(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclAllReduce", comm);
       return;
     case Collective::ReduceScatter:
-      finish(f.reduce_scatter(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclReduceScatter", limit);
+      nck(f, f.reduce_scatter(send, recv, count, to_nccl(t), to_nccl(op), comm, s), "ncclReduceScatter", comm);
       return;
     case Collective::AllGather:
-      finish(f.all_gather(send, recv, count, to_nccl(t), comm, s), "ncclAllGather", limit);
+      nck(f, f.all_gather(send, recv, count, to_nccl(t), comm, s), "ncclAllGather", comm);
       return;
     case Collective::Broadcast:
-      finish(f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", limit);
+      nck(f, f.broadcast(send, recv, count, to_nccl(t), root, comm, s), "ncclBroadcast", comm);
       return;
     default: throw NcclError("collective not supported through NCCL");
   }
@@ -288,8 +271,7 @@ void* NcclComm::window_register(void* p, size_t bytes) const {
   need_windows(f);
   ncclWindow_t win = nullptr;
   auto comm = static_cast<ncclComm_t>(comm_);
-  finish(f.window_register(comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister",
-         wait_ ? wait_->call : std::chrono::milliseconds(0));
+  nck(f, f.window_register(comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister", comm);
   return win;
 }
 void NcclComm::window_deregister(void* win) const {
@@ -320,8 +302,6 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int) const
 std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int, const NcclWait&) const { return nullptr; }
 NcclComm::~NcclComm() {}
 void NcclComm::abort() {}
-void NcclComm::finish(int, const char*, std::chrono::milliseconds) const {}
-int NcclComm::poll_state(const char*, std::chrono::milliseconds) const { return 0; }
 void NcclComm::run(Collective, const void*, void*, size_t, DataType, RedOp, int, void*) const {}
 void* NcclLib::mem_alloc(size_t) const { return nullptr; }
 void NcclLib::mem_free(void*) const {}

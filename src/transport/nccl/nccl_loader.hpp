@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "actorcc/error.hpp"
@@ -27,15 +26,12 @@ std::string default_library();
 
 class NcclComm;
 
-// Bounds for a nonblocking communicator (ncclConfig_t::blocking = 0), whose calls may return
-// ncclInProgress. A blocking ncclCommInitRank waits for every rank forever: a rank that never
-// reaches NCCL's setup, or fails in it (NCCL refuses two ranks on one GPU only on those two),
-// leaves the others there with nothing to end the wait. A nonblocking one can be polled,
-// checked against the group's abort and deadline, and aborted.
+// What ends a wait for NCCL's setup other than its success. ncclCommInitRank waits for every
+// rank with no bound: a rank that never reaches it, or fails in it (NCCL refuses two ranks on
+// one GPU only on those two), leaves the others there forever.
 struct NcclWait {
-  std::chrono::milliseconds setup;  // ncclCommInitRankConfig until the communicator is ready
-  std::chrono::milliseconds call;   // any later call still in progress (connection setup, finalize)
-  std::function<void()> check;      // throws when the caller's group was aborted
+  std::chrono::milliseconds limit;  // TimeoutError after this long
+  std::function<void()> check;      // polled; throws when the caller's group was aborted
   int rank = -1;                    // named in the errors
 };
 
@@ -49,12 +45,15 @@ class NcclLib {
   std::string version() const;   // "2.28.9"
   std::string path() const;      // the file that was loaded (dladdr), or what was asked for
   std::string unique_id() const; // ncclGetUniqueId, as 128 raw bytes
-  // ncclCommInitRank with an id from unique_id() (any rank's copy of rank 0's id): blocking, as
-  // most NCCL users run it (the benchmark's baseline).
+  // ncclCommInitRank with an id from unique_id() (any rank's copy of rank 0's id).
   std::unique_ptr<NcclComm> init_rank(int world, const std::string& id, int rank) const;
-  // The same, nonblocking and bounded by `wait`: on timeout or abort the half-made communicator
-  // is aborted and the error thrown (TimeoutError naming the rank, or what `wait.check` threw).
-  // NCCL before 2.14 has no nonblocking setup: then the blocking one.
+  // The same, bounded by `wait`: the blocking call runs on a helper thread for the calling
+  // thread's current device while this thread polls `wait`. On timeout (TimeoutError naming the
+  // rank) or abort (what wait.check throws) the helper is left behind: it aborts the
+  // communicator if NCCL ever returns one (when the other ranks' NCCL sockets close, or never).
+  // The communicator itself stays blocking: a nonblocking one (ncclConfig_t.blocking = 0) makes
+  // every later collective return ncclInProgress and launch from a new thread, measured 112
+  // against 38 us for a 1 KiB all-reduce (bench/results/2026-11-30-h200x2-w/nccl-path).
   std::unique_ptr<NcclComm> init_rank(int world, const std::string& id, int rank, const NcclWait& wait) const;
   // ncclMemAlloc / ncclMemFree (memory that symmetric windows can register).
   void* mem_alloc(size_t bytes) const;
@@ -72,11 +71,8 @@ class NcclLib {
 
 class NcclComm {
  public:
-  NcclComm(const NcclLib& lib, void* comm, std::optional<NcclWait> wait = std::nullopt)
-      : lib_(lib), comm_(comm), wait_(std::move(wait)) {}
-  // ncclCommDestroy (windows must be deregistered first); a nonblocking communicator is
-  // finalized first, within wait.call, and aborted if that does not finish.
-  ~NcclComm();
+  NcclComm(const NcclLib& lib, void* comm) : lib_(lib), comm_(comm) {}
+  ~NcclComm();  // ncclCommDestroy (windows must be deregistered first)
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
@@ -90,16 +86,9 @@ class NcclComm {
   void window_deregister(void* win) const;
   void abort();  // ncclCommAbort; the destructor then does nothing
 
-  // Throws NcclError for a failed result; for ncclInProgress on a nonblocking communicator,
-  // first polls its state until the call is done, within `limit` (TimeoutError) and wait.check.
-  void finish(int result, const char* what, std::chrono::milliseconds limit) const;
-
  private:
-  int poll_state(const char* what, std::chrono::milliseconds limit) const;
-
   const NcclLib& lib_;
   void* comm_;
-  std::optional<NcclWait> wait_;  // set: nonblocking
 };
 
 }  // namespace actorcc::nccl

@@ -36,6 +36,21 @@ def test_failed_nccl_setup_ends_every_rank(uid):
     assert took < 50, f"{took:.1f} s: the ranks waited for a deadline instead of the abort"
 
 
+def test_nccl_missing_on_one_rank(uid):
+    # One rank cannot load NCCL. It must not skip the exchange of NCCL's id alone: the other
+    # rank would take its failure report for the id and wait in NCCL's setup.
+    t0 = time.monotonic()
+    res = run_ranks(2, gpu_workers.join_and_all_reduce, uid, timeout=120, expect_errors=True,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"n{r}",
+                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0",
+                                   **({"ACTORCC_NCCL_LIB": "/nonexistent/libnccl.so.2"} if r == 1 else {})})
+    took = time.monotonic() - t0
+    assert [k for k, _ in res] == ["err", "err"], f"both ranks must fail the group's creation: {res}"
+    for r, (_, info) in enumerate(res):
+        assert "rank 1" in info["msg"] and "/nonexistent/libnccl.so.2" in info["msg"], f"rank {r}: {info['msg']}"
+    assert took < 50, f"{took:.1f} s: a rank waited for a deadline"
+
+
 def test_nccl_backend_between_virtual_nodes(uid):
     # The positive case of the same path: two virtual nodes on distinct GPUs (NCCL sees two hosts
     # too), nonblocking setup, the first collective connecting in NCCL's background.

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/log.hpp"
+#include "bootstrap/outcomes.hpp"
 #include "core/backend.hpp"
 #include "transport/nccl/nccl_loader.hpp"
 
@@ -30,17 +31,26 @@ class NcclBackend final : public BackendImpl {
  public:
   NcclBackend(GroupContext& ctx, std::string why) : ctx_(ctx), why_(std::move(why)), state_(std::make_shared<NcclState>()) {
     device_ = ctx.options.device;
-    cuda_check(cudaSetDevice(device_), "cudaSetDevice", ctx.rank);
-    state_->lib = nccl::NcclLib::load(nccl::default_library());
-    auto ids = ctx.bootstrap->allgather(ctx.rank == 0 ? state_->lib->unique_id() : std::string(),
-                                        Deadline::after(ctx.options.join_timeout));
+    // Every rank reports whether it has a device and an NCCL before any rank goes on: a rank that
+    // threw here alone would skip the id exchange, and the ranks' next exchanges would pair up
+    // wrongly (the others taking its failure report for NCCL's id, then waiting in NCCL's setup).
+    std::string id, err;
+    try {
+      cuda_check(cudaSetDevice(device_), "cudaSetDevice", ctx.rank);
+      state_->lib = nccl::NcclLib::load(nccl::default_library());
+      if (ctx.rank == 0) id = state_->lib->unique_id();
+    } catch (const std::exception& e) {
+      err = Outcomes::reason(e);
+    }
+    const auto ready = Outcomes::gather_result(*ctx.bootstrap, err, id, Deadline::after(ctx.options.join_timeout));
+    if (!ready.all_ok()) throw nccl::NcclError("not usable on every rank: " + ready.reasons());
     // NCCL's setup is bounded here (NcclLib::init_rank with a wait), so a rank that never
     // reaches it or fails in it cannot leave the others waiting forever: every rank waits
     // within the join timeout and the group's abort, and a rank whose setup fails aborts the
     // group, which ends the others' waits at once with its reason.
     nccl::NcclWait wait{ctx.options.join_timeout, [abort = ctx.abort] { abort->throw_if_raised(); }, ctx.rank};
     try {
-      state_->comm = state_->lib->init_rank(ctx.world, ids[0], ctx.rank, wait);
+      state_->comm = state_->lib->init_rank(ctx.world, ready.text(0), ctx.rank, wait);
     } catch (const std::exception& e) {
       if (!ctx.abort->raised()) ctx.bootstrap->abort(std::string("NCCL setup failed: ") + e.what());
       throw;

@@ -162,8 +162,9 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   } else {
     auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
     if (!bad.empty()) {
-      // NCCL refuses a GPU used by two ranks too, and only on those ranks: the others would wait
-      // in its setup for them (measured: 3 ranks on 2 GPUs hung there).
+      // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
+      // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
+      // there is no fallback to try.
       if (topology::shared_gpu(ctx.peers).first >= 0)
         throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad, rank);
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.

@@ -1,6 +1,7 @@
 """GPU tier (device machine only): the NCCL path's setup never hangs. NCCL refuses two ranks
-on one GPU only on those two ranks; before NCCL's setup was nonblocking, the third rank then
-waited in ncclCommInitRank forever (measured: 3 ranks on 2 GPUs hung there)."""
+on one GPU only on those two ranks; before NCCL's setup was bounded, the third rank then
+waited in ncclCommInitRank forever (measured: 3 ranks on 2 GPUs hung there). A rank without
+NCCL once threw before the id exchange alone, and the other waited in NCCL's setup."""
 import time
 
 import pytest
@@ -53,7 +54,7 @@ def test_nccl_missing_on_one_rank(uid):
 
 def test_nccl_backend_between_virtual_nodes(uid):
     # The positive case of the same path: two virtual nodes on distinct GPUs (NCCL sees two hosts
-    # too), nonblocking setup, the first collective connecting in NCCL's background.
+    # too), the bounded setup on its helper thread, then NCCL carrying the collective.
     res = run_ranks(2, gpu_workers.join_and_all_reduce, uid, timeout=180,
                     env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"n{r}",
                                    "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0"})

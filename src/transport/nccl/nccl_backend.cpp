@@ -7,8 +7,8 @@
 #include <memory>
 #include <mutex>
 
-#include "common/log.hpp"
 #include "bootstrap/outcomes.hpp"
+#include "common/log.hpp"
 #include "core/backend.hpp"
 #include "transport/nccl/nccl_loader.hpp"
 

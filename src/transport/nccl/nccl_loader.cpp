@@ -184,7 +184,8 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, i
   auto comm_abort = fns_->comm_abort;
   std::thread([job, init, comm_abort, world, uid, rank, device] {
     ncclComm_t comm = nullptr;
-    const ncclResult_t r = cudaSetDevice(device) == cudaSuccess ? init(&comm, world, uid, rank) : ncclUnhandledCudaError;
+    const ncclResult_t r =
+        cudaSetDevice(device) == cudaSuccess ? init(&comm, world, uid, rank) : ncclUnhandledCudaError;
     std::lock_guard<std::mutex> g(job->mu);
     if (job->abandoned) {
       if (r == ncclSuccess && comm) comm_abort(comm);
@@ -202,7 +203,8 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, i
     try {
       if (wait.check) wait.check();
       if (dl.expired())
-        throw TimeoutError("rank " + std::to_string(wait.rank) + ": NCCL setup (ncclCommInitRank) did not finish within " +
+        throw TimeoutError("rank " + std::to_string(wait.rank) +
+                               ": NCCL setup (ncclCommInitRank) did not finish within " +
                                std::to_string(wait.limit.count() / 1000) +
                                " s: a rank has not reached it, has failed in it, or cannot reach this one over "
                                "NCCL's transports",

@@ -56,8 +56,7 @@ struct Ll128Chunks {
 
 template <typename T, typename Op, bool kReduceScatter, bool kAllGather>
 __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, const char* in, char* out, Ll128Chunks ch,
-                                                              size_t groups_per_block, size_t round_groups,
-                                                              const __grid_constant__ PeerPtrs direct, int coll) {
+                                                              size_t groups_per_block, size_t round_groups, int coll) {
   constexpr size_t D = Ll128Lane<T>::D;
   const Ll128Lane<T> ln;
   const int b = blockIdx.x, me = c.rank, W = c.world;
@@ -67,15 +66,13 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
   const size_t ag_half = c.ll128_slot_bytes / (2 * kGroupSlot) * kGroupSlot;
   const size_t g0 = b * groups_per_block, g1 = min(ch.groups, g0 + groups_per_block);
   const size_t lane16 = size_t(ln.lane) * 16;
-  // Registered outputs: the all-gather stores straight into the peers' outputs, no stage C.
-  const bool to_peers = kAllGather && direct.registered();
-  const size_t stages = kAllGather && !to_peers ? 2 : 1;  // groups the last stage runs behind the first
+  constexpr size_t kStages = kAllGather ? 2 : 1;  // groups the last stage runs behind the first
   Step st = begin_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
     const auto [flag, par, mine] = ll128_round(st, min(round_groups, g1 - base));
     uint4 own{}, own_prev{};  // this lane's part of our chunk's groups i and i - 1
-    for (size_t i = 0; i < mine + stages && !failed; ++i) {
+    for (size_t i = 0; i < mine + kStages && !failed; ++i) {
       if (i < mine) {  // A(i): loads in batches of 3 peers (one latency per batch), then the pushes
         const size_t r = warp + i * nwarps, at = (base + r) * D + ln.off;
         own = load_part(in_chunk(me), at, ln.part, ch.bytes(me), aligned16(in_chunk(me)));
@@ -107,18 +104,12 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
         if (!failed) {
           store_part(out_chunk(me), (base + r) * D + ln.off, ln.part, ch.bytes(me), aligned16(out_chunk(me)), sum);
           if constexpr (kAllGather)
-            for (int k = 1; k < W; ++k) {
-              const int q = peer_after(c, k);
-              if (to_peers) {
-                char* po = direct.p[q] + me * ch.stride;
-                store_part(po, (base + r) * D + ln.off, ln.part, ch.bytes(me), aligned16(po), sum);
-              } else {
-                ll128_push(ll128_slot(c, q, par, b, me) + ag_half + r * kGroupSlot + lane16, sum, ln.flag_lane, flag);
-              }
-            }
+            for (int k = 1; k < W; ++k)
+              ll128_push(ll128_slot(c, peer_after(c, k), par, b, me) + ag_half + r * kGroupSlot + lane16, sum,
+                         ln.flag_lane, flag);
         }
       }
-      if (kAllGather && !to_peers && i >= 2) {  // C(i-2): every peer's folded group into our output
+      if (kAllGather && i >= 2) {  // C(i-2): every peer's folded group into our output
         const size_t r = warp + (i - 2) * nwarps;
         for (int k = 1; k < W && !failed; ++k) {
           const int q = peer_after(c, k);
@@ -133,14 +124,6 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
     ++st.s;
     __syncthreads();  // the slots of this parity are free again only after every warp read them
   }
-  // (The barrier also puts every thread's stores before thread 0's fence.)
-  if (to_peers && !__syncthreads_or(failed)) {
-    // Our stores into the peers' outputs are done before the peers' kernels end, and theirs
-    // into ours before ours: one fenced flag per CTA (phase 1 of the data flags), then wait.
-    if (threadIdx.x == 0) raise_flags(c, 1, st.s + 1);
-    failed = !cta_verdict(threadIdx.x != 0 || await_flags(c, st, 1, st.s + 1, coll));
-    ++st.s;
-  }
   end_steps(c, st);
 }
 
@@ -148,16 +131,13 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
 // arithmetic, so one instantiation moves 4-byte words for every dtype.
 template <bool kReduceScatter, bool kAllGather>
 cudaError_t launch_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a, const Ll128Chunks& ch) {
-  // Each slot holds a round's RS lines in one half and its AG lines in the other (the whole
-  // slot for RS lines when the all-gather goes straight into registered outputs).
-  const bool to_peers = kReduceScatter && kAllGather && a.direct.registered();
-  const Ll128Grid g = plan_ll128(ch.groups, c.ll128_slot_bytes / ((to_peers ? 1 : 2) * kGroupSlot), c, t);
+  // Each slot holds a round's RS lines in one half and its AG lines in the other.
+  const Ll128Grid g = plan_ll128(ch.groups, c.ll128_slot_bytes / (2 * kGroupSlot), c, t);
   cudaError_t e = cudaSuccess;
   auto launch = [&]<typename T, typename Op>() {
     e = launch_kernel(ll128_twoshot<T, Op, kReduceScatter, kAllGather>, static_cast<unsigned>(g.blocks),
                       std::min(g.threads, kMaxThreads), t, a.stream, c, static_cast<const char*>(a.send),
-                      static_cast<char*>(a.recv), ch, g.groups_per_block, g.round_groups,
-                      kReduceScatter && kAllGather ? a.direct : PeerPtrs{}, a.coll);
+                      static_cast<char*>(a.recv), ch, g.groups_per_block, g.round_groups, a.coll);
   };
   if constexpr (kReduceScatter)
     with_dtype_op(a.dtype, a.op, launch);

@@ -1162,15 +1162,6 @@ int main(int argc, char** argv) {
         auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);
       }
-      // registered outputs, 1-64 MiB: the LL128 two-shot with its all-gather into the peers'
-      // outputs against the one-shot (TUNING.md row 38), ids 26-27
-      for (size_t k = 0; k < 2 && ids.size() > 27; ++k) {
-        auto c = make_comm(ids[26 + k], k == 0 ? "twoshot_ll128" : "oneshot_ll128");
-        register_test_buffers(*c);
-        bench(*c, k == 0 ? "ll128_2s_reg" : "ll128_reg", {1 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}, true);
-        c->deregister_buffer(d_b);
-        c->deregister_buffer(d_a);
-      }
       // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned;
       // then with the direct-mode tiles capped at 128 KiB as before TUNING.md row 24 (id 24)
       for (size_t k = 0; k < 3 && ids.size() > 31; ++k) {

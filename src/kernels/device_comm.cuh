@@ -54,9 +54,9 @@ struct DeviceComm {
   size_t ll128_slot_bytes;        // per (parity, block, source), multiple of 512
   int ll128_blocks;               // CTAs of the LL128 one-shot (3 per SM by default)
   size_t data_off;
-  char* host[kMaxRanks];          // host[r]: rank r's host outbox as this GPU sees it; all nullptr: no lanes
-  size_t host_slot_bytes;         // per (parity, host-lane CTA), LL lines
-  int host_blocks;                // host-lane CTAs (<= kMaxHostBlocks; 0: no lanes)
+  char* host[kMaxRanks] = {};     // host[r]: rank r's host outbox as this GPU sees it; all nullptr: no lanes
+  size_t host_slot_bytes = 0;     // per (parity, host-lane CTA), LL lines
+  int host_blocks = 0;            // host-lane CTAs (<= kMaxHostBlocks; 0: no lanes)
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
   // Abort polling (see Spin in primitives.cuh). abort_poll[0]: globaltimer time before which no

@@ -14,7 +14,7 @@ group() {  # name devices cap env worker-args...
   [ "$3" -lt 20 ] && { echo "$1: skipped (no time left)"; return; }
   gpu_group "$@"
 }
-TO=$(( $(left) - 150 )); [ $TO -gt 210 ] && TO=210
+TO=$(( $(left) - 150 )); [ $TO -gt 260 ] && TO=260
 group timing 0,1 "$TO" "ACTORCC_TEST_TUNE_ONLY=1" --bench-only
 group masked 0,1 "$(( $(left) - 50 ))" "" --no-bench
 group permuted 1,0 "$(( $(left) - 3 ))" "ACTORCC_CUDA_PDL=0" --quick --no-bench

@@ -59,7 +59,7 @@ __device__ __noinline__ void host_lane(const DeviceComm& c, const char* in, char
     ll_round<T, Op>(
         c, st, in, out, bytes, al8, base, min(cap, u1 - base), flag, coll, failed,
         [&](size_t j, uint4 line) { st_volatile_v4(mine + j * 16, line); },
-        [&](int k, size_t j) -> const char* { return host_slot(c, k, par, i) + j * 16; });
+        [&](int k, size_t j) -> const char* { return host_slot(c, k, par, i) + j * 16; }, c.host_nap_ns);
     ++st.s;
     __syncthreads();
   }
@@ -132,14 +132,17 @@ cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs
     return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
   const size_t nv = bytes - host_lane_bytes(bytes, c.world, c.host_blocks > 0, t);
   const Ll128Grid g = plan_ll128(ceil_div(nv, ll128_group_data(esz)), c.ll128_slot_bytes / kGroupSlot, c, t);
-  // Host-lane CTAs: every lane thread gets at least 4 units (fewer CTAs for a small tail).
+  // Host-lane CTAs (as wide as the LL128 ones may be: all CTAs of a grid have one size, and the
+  // LL128 warps without groups idle): every lane thread gets at least 4 units (fewer CTAs for a
+  // small tail).
+  const unsigned threads = nv == bytes ? g.threads : static_cast<unsigned>(t.ll128_threads);
   const int lanes = nv == bytes ? 0
                                 : static_cast<int>(std::min<size_t>(
-                                      c.host_blocks, ceil_div(ceil_div(bytes - nv, 8), size_t(4) * g.threads)));
+                                      c.host_blocks, ceil_div(ceil_div(bytes - nv, 8), size_t(4) * threads)));
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {
     e = launch_kernel(lanes > 0 ? ll128_allreduce<T, Op, true> : ll128_allreduce<T, Op, false>,
-                      static_cast<unsigned>(g.blocks + lanes), g.threads, t, a.stream, c,
+                      static_cast<unsigned>(g.blocks + lanes), threads, t, a.stream, c,
                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), bytes, nv, lanes,
                       g.groups_per_block, g.round_groups, a.coll);
   });

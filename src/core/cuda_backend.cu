@@ -105,6 +105,7 @@ struct Agreed {
   // all-reduce at the default 3.8% (rounds cost a PCIe round trip each). 0 CTAs: no lanes.
   int host_blocks = 32;
   size_t host_slot_bytes = 64 << 10;
+  int host_nap_ns = 1000;
 
   std::string encode() const {
     std::ostringstream os;
@@ -115,7 +116,7 @@ struct Agreed {
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
        << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << tune.ll128_twoshot_min << ' '
        << tune.ll128_twoshot_max << ' ' << tune.ll128_rsag_max << ' ' << share_gpu << ' ' << tune.host_share_pm << ' ' << tune.host_share_min
-       << ' ' << host_blocks << ' ' << host_slot_bytes << ' ' << (algo.empty() ? "-" : algo);
+       << ' ' << host_blocks << ' ' << host_slot_bytes << ' ' << host_nap_ns << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -127,7 +128,7 @@ struct Agreed {
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
         a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.tune.ll128_twoshot_min >> a.tune.ll128_twoshot_max >>
         a.tune.ll128_rsag_max >> a.share_gpu >> a.tune.host_share_pm >> a.tune.host_share_min >> a.host_blocks >>
-        a.host_slot_bytes >> a.algo;
+        a.host_slot_bytes >> a.host_nap_ns >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -190,6 +191,8 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
     a.host_blocks = static_cast<int>(std::clamp<long long>(*v, 0, cuda::kMaxHostBlocks));
   // setting: ACTORCC_CUDA_HOST_SLOT_BYTES - LL-line bytes per host-lane CTA and round (default 65536)
   a.host_slot_bytes = std::max<size_t>(512, env_size("ACTORCC_CUDA_HOST_SLOT_BYTES", a.host_slot_bytes) / 16 * 16);
+  // setting: ACTORCC_CUDA_HOST_NAP_NS - host lane: ns between polls of a line not yet arrived (default 1000)
+  if (auto v = env::get_int("ACTORCC_CUDA_HOST_NAP_NS")) a.host_nap_ns = static_cast<int>(std::clamp<long long>(*v, 0, 100000));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -298,6 +301,7 @@ class CudaBackend final : public BackendImpl {
       host_lanes_ = ipc::HostLanes::create(ctx, size_t(2) * agreed_.host_blocks * agreed_.host_slot_bytes);
     d.host_blocks = host_lanes_ ? agreed_.host_blocks : 0;
     d.host_slot_bytes = agreed_.host_slot_bytes;
+    d.host_nap_ns = static_cast<unsigned>(agreed_.host_nap_ns);
     for (int r = 0; r < cuda::kMaxRanks; ++r) d.host[r] = host_lanes_ && r < W ? host_lanes_->outbox(r) : nullptr;
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
     // host abort word (default 20; 0 = every waiting thread at every check, for measurements)

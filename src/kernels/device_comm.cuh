@@ -57,6 +57,7 @@ struct DeviceComm {
   char* host[kMaxRanks] = {};     // host[r]: rank r's host outbox as this GPU sees it; all nullptr: no lanes
   size_t host_slot_bytes = 0;     // per (parity, host-lane CTA), LL lines
   int host_blocks = 0;            // host-lane CTAs (<= kMaxHostBlocks; 0: no lanes)
+  unsigned host_nap_ns = 0;       // host lane: sleep between polls of a stale line
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
   // Abort polling (see Spin in primitives.cuh). abort_poll[0]: globaltimer time before which no

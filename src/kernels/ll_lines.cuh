@@ -39,10 +39,12 @@ __device__ __forceinline__ void store_unit(char* p, size_t u, size_t bytes, bool
 // until it carries `flag`, and stored to `out`. A timeout or abort (recorded by Spin, naming the
 // peer) sets `failed`, and a thread that has failed polls no more in this or later rounds; every
 // thread still runs every round, so the caller's CTA barrier after each round is reached by all.
+// `nap_ns`: sleep between polls of a stale line (0: none; the host lane's polls are PCIe reads,
+// and stale ones take link bandwidth from the lines in flight).
 template <typename T, typename Op, typename Push, typename LineOf>
 __device__ __forceinline__ void ll_round(const DeviceComm& c, Step& st, const char* in, char* out, size_t bytes,
                                          bool al8, size_t base, size_t nu, unsigned flag, int coll, bool& failed,
-                                         Push push, LineOf line_of) {
+                                         Push push, LineOf line_of, unsigned nap_ns = 0) {
   for (size_t j = threadIdx.x; j < nu; j += blockDim.x) {
     const uint2 d = load_unit(in, base + j, bytes, al8);
     push(j, make_uint4(d.x, flag, d.y, flag));
@@ -54,6 +56,7 @@ __device__ __forceinline__ void ll_round(const DeviceComm& c, Step& st, const ch
       uint4 v = ld_volatile_v4(line);
       while ((v.y != flag || v.w != flag) && !failed) {
         if (st.spin.expired(c, k, coll)) failed = true;
+        if (nap_ns) __nanosleep(nap_ns);
         v = ld_volatile_v4(line);
       }
       return make_uint2(v.x, v.z);

@@ -1170,16 +1170,21 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"ll128_2s_busy0", "twoshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
            {262144, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          // the host lane (TUNING.md row 40): off, other shares, other CTA counts, and from 4 MiB
+          // the host lane (TUNING.md rows 40-41): off, other shares, naps between stale polls,
+          // everything through host memory (the lane's own rate)
           {"ll128_lane0", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "0"}}, lane_sizes},
           {"ll128_lane25", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "25"}}, lane_sizes},
           {"ll128_lane30", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "30"}}, lane_sizes},
-          {"ll128_lane45", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "45"}}, lane_sizes},
-          {"ll128_lane_b16", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_BLOCKS", "16"}}, lane_sizes},
-          {"ll128_lane_b64", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_BLOCKS", "64"}}, lane_sizes},
-          {"ll128_lane1", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "1"}}, lane_sizes},
-          {"ll128_lane_4m", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE_MIN", "2097152"}},
-           {2 << 20, 4 << 20, 8 << 20}},
+          {"ll128_lane_nap0", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "0"}}, lane_sizes},
+          {"ll128_lane_nap300", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "300"}}, lane_sizes},
+          {"ll128_lane_nap3000", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "3000"}}, lane_sizes},
+          {"ll128_lane25_nap3000", "oneshot_ll128",
+           {{"ACTORCC_CUDA_HOST_SHARE", "25"}, {"ACTORCC_CUDA_HOST_NAP_NS", "3000"}}, lane_sizes},
+          {"ll128_lane_all", "oneshot_ll128",
+           {{"ACTORCC_CUDA_HOST_SHARE", "1000"}, {"ACTORCC_CUDA_HOST_SHARE_MIN", "1"}}, {1 << 20, 4 << 20}},
+          {"ll128_lane_all_nap0", "oneshot_ll128",
+           {{"ACTORCC_CUDA_HOST_SHARE", "1000"}, {"ACTORCC_CUDA_HOST_NAP_NS", "0"}, {"ACTORCC_CUDA_HOST_SHARE_MIN", "1"}},
+           {1 << 20, 4 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
         size_t id = k < 7 ? 10 + k : 32 + (k - 7);

@@ -21,11 +21,11 @@ step build 150 bash -c "cmake -S . -B '$B' -G Ninja -DCMAKE_BUILD_TYPE=Release -
     -DCMAKE_CUDA_ARCHITECTURES=90 -DACTORCC_TESTS=ON -DACTORCC_TOOLS=ON -DACTORCC_PYTHON=OFF && \
     cmake --build '$B' -j$(nproc) --target gpu_worker gpu_launch actorcc-bench" || { tail -30 "$W/build.log"; finish 1; }
 G=$B/tests/gpu
-step tier-masked 80 "$G/gpu_launch" --devices "$devs" --ids 40 --timeout 75 -- "$G/gpu_worker" --quick --no-bench
-step tier-permuted 45 env ACTORCC_CUDA_PDL=0 "$G/gpu_launch" --devices "$rdevs" --ids 40 --timeout 40 -- "$G/gpu_worker" --quick --no-bench
+step tier-masked 80 "$G/gpu_launch" --devices "$devs" --ids 32 --timeout 75 -- "$G/gpu_worker" --quick --no-bench
+step tier-permuted 45 env ACTORCC_CUDA_PDL=0 "$G/gpu_launch" --devices "$rdevs" --ids 32 --timeout 40 -- "$G/gpu_worker" --quick --no-bench
 grep -h "^RESULT\|FAIL" "$W"/tier-*.log | head -20
 if [ "${1:-}" = tune ]; then
-  step tune 240 env ACTORCC_TEST_TUNE_ONLY=1 "$G/gpu_launch" --devices "$devs" --ids 40 --timeout 235 -- "$G/gpu_worker" --bench-only
+  step tune 240 env ACTORCC_TEST_TUNE_ONLY=1 "$G/gpu_launch" --devices "$devs" --ids 32 --timeout 235 -- "$G/gpu_worker" --bench-only
   grep -h "^TIME\|FAIL" "$W/tune.log" | head -120
 fi
 step bench 150 env OUT="$W/bench" BENCH="$B/tools/bench/actorcc-bench" CASE_TIMEOUT=40 HANG_TIMEOUT=35 bash scripts/bench_gpu.sh

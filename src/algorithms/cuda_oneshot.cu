@@ -6,10 +6,31 @@
 // the user buffer), so every rank produces the same bits. CTA b handles a fixed slice of the
 // message and only exchanges with CTA b of the other ranks.
 #include "algorithms/cuda_algorithms.hpp"
-#include "kernels/ll_lines.cuh"
+#include "kernels/primitives.cuh"
+#include "kernels/reduce_ops.cuh"
 
 namespace actorcc::cuda {
 namespace {
+
+// 8-byte unit u of a buffer of `bytes` bytes (zero-filled past the end).
+__device__ __forceinline__ uint2 load_unit(const char* p, size_t u, size_t bytes, bool al8) {
+  size_t off = u * 8;
+  if (al8 && off + 8 <= bytes) return *reinterpret_cast<const uint2*>(p + off);
+  union { uint2 w; char c[8]; } x;
+  x.w = make_uint2(0, 0);
+  for (int i = 0; i < 8 && off + i < bytes; ++i) x.c[i] = p[off + i];
+  return x.w;
+}
+__device__ __forceinline__ void store_unit(char* p, size_t u, size_t bytes, bool al8, uint2 v) {
+  size_t off = u * 8;
+  if (al8 && off + 8 <= bytes) {
+    *reinterpret_cast<uint2*>(p + off) = v;
+    return;
+  }
+  union { uint2 w; char c[8]; } x;
+  x.w = v;
+  for (int i = 0; i < 8 && off + i < bytes; ++i) p[off + i] = x.c[i];
+}
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in, char* out, size_t bytes,
@@ -22,16 +43,33 @@ __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in
   const bool al8 = ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) & 7u) == 0;
   bool failed = false;
   for (size_t base = u0; base < u1; base += cap) {
+    const size_t nu = min(cap, u1 - base);
     const unsigned flag = static_cast<unsigned>(st.s + 1);
     const int par = static_cast<int>(st.s & 1);
-    // This rank's units go into slot[me] of every peer (peers in rotated order); the peers'
-    // arrive in slot[k] of ours.
-    ll_round<T, Op>(
-        c, st, in, out, bytes, al8, base, min(cap, u1 - base), flag, coll, failed,
-        [&](size_t j, uint4 line) {
-          for (int k = 1; k < W; ++k) st_volatile_v4(ll_slot(c, peer_after(c, k), par, b, me) + j * 16, line);
-        },
-        [&](int k, size_t j) -> const char* { return ll_slot(c, me, par, b, k) + j * 16; });
+    // Push: this rank's units into slot[me] of every peer (peers in rotated order).
+    for (size_t j = threadIdx.x; j < nu; j += blockDim.x) {
+      uint2 d = load_unit(in, base + j, bytes, al8);
+      uint4 line = make_uint4(d.x, flag, d.y, flag);
+      for (int k = 1; k < W; ++k) {
+        const int q = peer_after(c, k);
+        st_volatile_v4(ll_slot(c, q, par, b, me) + j * 16, line);
+      }
+    }
+    // Receive and reduce, in rank order.
+    const char* mine = ll_slot(c, me, par, b, 0);
+    for (size_t j = threadIdx.x; j < nu && !failed; j += blockDim.x) {
+      uint2 r = reduce_word<T, Op, uint2>(W, [&](int k) -> uint2 {
+        if (k == me) return load_unit(in, base + j, bytes, al8);
+        const char* line = mine + (size_t)k * c.ll_slot_bytes + j * 16;
+        uint4 v = ld_volatile_v4(line);
+        while ((v.y != flag || v.w != flag) && !failed) {
+          if (st.spin.expired(c, k, coll)) failed = true;
+          v = ld_volatile_v4(line);
+        }
+        return make_uint2(v.x, v.z);
+      });
+      if (!failed) store_unit(out, base + j, bytes, al8, r);
+    }
     ++st.s;
     __syncthreads();
   }

@@ -55,11 +55,6 @@ struct Tuning {
   // buffer (cuda_twoshot_ll128.cu), the fenced push kernels above and for buffers or chunks
   // the lanes cannot take. Every size by default (tests/gpu/TUNING.md row 34).
   size_t ll128_rsag_max = SIZE_MAX;
-  // Host lane (2 ranks, LL128 one-shot, where the group has host outboxes): host_share_pm / 1000
-  // of an all-reduce of at least host_share_min bytes goes through pinned host memory over each
-  // GPU's PCIe link beside NVLink (cuda_oneshot_ll128.cu; TUNING.md rows 39-40). 0: off.
-  int host_share_pm = 38;
-  size_t host_share_min = 8 << 20;
 };
 
 }  // namespace actorcc::cuda

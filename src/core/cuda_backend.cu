@@ -18,7 +18,6 @@
 #include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/registered_buffers.hpp"
-#include "transport/ipc/host_lanes.hpp"
 #include "transport/ipc/workspace.hpp"
 
 namespace actorcc {
@@ -100,12 +99,6 @@ struct Agreed {
   size_t ll128_bytes = 0;
   int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
   int share_gpu = 0;     // 1: ranks may share a GPU (time-sliced; for tests on fewer GPUs)
-  // Host lanes (2 ranks; transport/ipc/host_lanes.hpp): CTAs and LL-line bytes per (parity, CTA)
-  // of each outbox. 32 x 64 KiB take 1 MiB of a message per round, the share of a 26 MiB
-  // all-reduce at the default 3.8% (rounds cost a PCIe round trip each). 0 CTAs: no lanes.
-  int host_blocks = 32;
-  size_t host_slot_bytes = 64 << 10;
-  int host_nap_ns = 1000;
 
   std::string encode() const {
     std::ostringstream os;
@@ -115,8 +108,7 @@ struct Agreed {
        << tune.ll128_max << ' ' << tune.ll128_min_groups
        << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
        << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << tune.ll128_twoshot_min << ' '
-       << tune.ll128_twoshot_max << ' ' << tune.ll128_rsag_max << ' ' << share_gpu << ' ' << tune.host_share_pm << ' ' << tune.host_share_min
-       << ' ' << host_blocks << ' ' << host_slot_bytes << ' ' << host_nap_ns << ' ' << (algo.empty() ? "-" : algo);
+       << tune.ll128_twoshot_max << ' ' << tune.ll128_rsag_max << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
     return os.str();
   }
   static Agreed decode(const std::string& s) {
@@ -127,8 +119,7 @@ struct Agreed {
         a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
         a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
         a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.tune.ll128_twoshot_min >> a.tune.ll128_twoshot_max >>
-        a.tune.ll128_rsag_max >> a.share_gpu >> a.tune.host_share_pm >> a.tune.host_share_min >> a.host_blocks >>
-        a.host_slot_bytes >> a.host_nap_ns >> a.algo;
+        a.tune.ll128_rsag_max >> a.share_gpu >> a.algo;
     if (a.algo == "-") a.algo.clear();
     return a;
   }
@@ -182,17 +173,6 @@ Agreed local_settings(const GroupContext& ctx, int sm_count) {
   // rank of the same GPU then lasts until the GPU switches processes, so only for tests that run
   // more ranks than there are GPUs
   if (auto v = env::get_bool("ACTORCC_CUDA_SHARE_GPU")) a.share_gpu = *v ? 1 : 0;
-  // setting: ACTORCC_CUDA_HOST_SHARE - per mille of a 2-rank LL128 all-reduce that goes through pinned host memory beside NVLink (default 38; 0 off)
-  if (auto v = env::get_int("ACTORCC_CUDA_HOST_SHARE")) a.tune.host_share_pm = static_cast<int>(std::clamp<long long>(*v, 0, 1000));
-  // setting: ACTORCC_CUDA_HOST_SHARE_MIN - all-reduce bytes (2 ranks) from which the host lane takes its share (default 8 MiB)
-  a.tune.host_share_min = env_size("ACTORCC_CUDA_HOST_SHARE_MIN", a.tune.host_share_min);
-  // setting: ACTORCC_CUDA_HOST_BLOCKS - CTAs of the host lane (default 32, at most 64; 0: no host lanes)
-  if (auto v = env::get_int("ACTORCC_CUDA_HOST_BLOCKS"))
-    a.host_blocks = static_cast<int>(std::clamp<long long>(*v, 0, cuda::kMaxHostBlocks));
-  // setting: ACTORCC_CUDA_HOST_SLOT_BYTES - LL-line bytes per host-lane CTA and round (default 65536)
-  a.host_slot_bytes = std::max<size_t>(512, env_size("ACTORCC_CUDA_HOST_SLOT_BYTES", a.host_slot_bytes) / 16 * 16);
-  // setting: ACTORCC_CUDA_HOST_NAP_NS - host lane: ns between polls of a line not yet arrived (default 1000)
-  if (auto v = env::get_int("ACTORCC_CUDA_HOST_NAP_NS")) a.host_nap_ns = static_cast<int>(std::clamp<long long>(*v, 0, 100000));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
   // 64 MiB all-reduce takes exactly two rounds.
   a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
@@ -242,10 +222,8 @@ class CudaBackend final : public BackendImpl {
       ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = local_settings(ctx, sms);
       words_ = std::make_shared<HostWords>();
-      // [kMaxBlocks] step counters, [kMaxHostBlocks] host-lane counters, then the abort-poll
-      // timestamp and the device abort copy.
-      counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + cuda::kMaxHostBlocks + 2) *
-                                                 sizeof(unsigned long long));
+      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
+      counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
       cudaEvent_t ev = nullptr;
       ck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
       order_event_.reset(ev);
@@ -294,15 +272,7 @@ class CudaBackend final : public BackendImpl {
     d.abort_word = words_->dev;
     d.error = words_->dev + 4;
     d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
-    d.abort_poll = d.counters + cuda::kMaxBlocks + cuda::kMaxHostBlocks;
-    // Host lanes: only the 2-rank LL128 one-shot uses them (a peer's reads cross each GPU's PCIe
-    // link once per peer, so more ranks would share it out thinner).
-    if (W == 2 && agreed_.host_blocks > 0 && agreed_.tune.host_share_pm > 0)
-      host_lanes_ = ipc::HostLanes::create(ctx, size_t(2) * agreed_.host_blocks * agreed_.host_slot_bytes);
-    d.host_blocks = host_lanes_ ? agreed_.host_blocks : 0;
-    d.host_slot_bytes = agreed_.host_slot_bytes;
-    d.host_nap_ns = static_cast<unsigned>(agreed_.host_nap_ns);
-    for (int r = 0; r < cuda::kMaxRanks; ++r) d.host[r] = host_lanes_ && r < W ? host_lanes_->outbox(r) : nullptr;
+    d.abort_poll = d.counters + cuda::kMaxBlocks;
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
     // host abort word (default 20; 0 = every waiting thread at every check, for measurements)
     {
@@ -315,8 +285,7 @@ class CudaBackend final : public BackendImpl {
       if (auto p = w.lock()) *p->abort_word() = 1;
     });
     LOG_INFO("rank " << ctx.rank << ": CUDA backend on device " << device_ << ", workspace " << (total >> 20)
-                     << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << tile << " B, "
-                     << (host_lanes_ ? std::to_string(d.host_blocks) + " host-lane CTAs" : std::string("no host lanes")));
+                     << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << tile << " B");
   }
 
   ~CudaBackend() override {
@@ -513,7 +482,6 @@ class CudaBackend final : public BackendImpl {
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<DeviceBuffer> counters_;
   std::unique_ptr<ipc::SharedWorkspace> ws_;
-  std::unique_ptr<ipc::HostLanes> host_lanes_;
   ipc::RegisteredBuffers registered_;
   // Owned here, so a constructor that throws after creating it does not leak it.
   struct EventDestroy {

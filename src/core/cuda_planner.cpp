@@ -55,13 +55,6 @@ Route pick_route(Collective c, size_t bytes, bool registered_output, int world, 
   return Route::TwoShot;
 }
 
-size_t host_lane_bytes(size_t bytes, int world, bool lanes, const Tuning& t) {
-  if (!lanes || world != 2 || t.host_share_pm <= 0 || bytes < t.host_share_min) return 0;
-  const size_t share = bytes * size_t(std::min(t.host_share_pm, 1000)) / 1000;
-  const size_t nv = (bytes - share + 15) / 16 * 16;
-  return nv < bytes ? bytes - nv : 0;
-}
-
 std::string route_name(Route r, Collective c) {
   switch (r) {
     case Route::Copy: return "copy";

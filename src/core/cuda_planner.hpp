@@ -35,11 +35,6 @@ Route pick_route(Collective c, size_t bytes, bool registered_output, int world, 
 // Where the LL128 two-shot takes over from the LL128 one-shot, for more than 2 ranks.
 size_t twoshot_ll128_min(int world, const Tuning& t);
 
-// How many bytes at the end of a `bytes`-byte LL128 one-shot all-reduce go through the host lane
-// (0: none): host_share_pm / 1000 of it for 2 ranks from host_share_min bytes when the group has
-// host outboxes (`lanes`), cut so that the NVLink part ends on a 16-byte boundary.
-size_t host_lane_bytes(size_t bytes, int world, bool lanes, const Tuning& t);
-
 // plan()'s name for a route of collective c.
 std::string route_name(Route r, Collective c);
 

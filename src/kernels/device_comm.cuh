@@ -17,11 +17,6 @@
 //            LL128 lines ever enter this region (see the note there).
 //   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes] (the pipelined
 //            two-shot's direct mode uses each [parity][block] as [world][2 x tile_bytes]).
-// Host lanes (optional, 2-rank LL128 one-shot; transport/ipc/host_lanes.hpp): each rank's pinned
-// host outbox, mapped by every local rank: [2 parity][host_blocks][host_slot_bytes] of LL lines
-// that its owner writes over its own PCIe link and every peer reads over its own. Host-lane CTA
-// i keeps its step in counters[kMaxBlocks + i], so it always talks to host-lane CTA i of the
-// peers, whatever grid the LL128 CTAs beside it take.
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
 // of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
 // B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the
@@ -35,13 +30,12 @@ namespace actorcc::cuda {
 
 constexpr int kMaxRanks = 8;
 constexpr int kMaxBlocks = 1024;  // per-CTA counters and flag rows
-constexpr int kMaxHostBlocks = 64;  // host-lane CTAs (their counters follow the kMaxBlocks)
 
 struct DeviceComm {
   char* ws[kMaxRanks];            // ws[r]: rank r's workspace mapped here (ws[rank] is ours)
   int rank = 0;
   int world = 1;
-  unsigned long long* counters;   // [kMaxBlocks + kMaxHostBlocks] step counters, this GPU's memory
+  unsigned long long* counters;   // [kMaxBlocks] per-CTA step counters, this GPU's memory
   volatile int* abort_word;       // host-mapped: nonzero = stop waiting
   int* error;                     // host-mapped [4]: code, peer, collective, _
   unsigned long long timeout_ns;  // bound on any single wait
@@ -54,10 +48,6 @@ struct DeviceComm {
   size_t ll128_slot_bytes;        // per (parity, block, source), multiple of 512
   int ll128_blocks;               // CTAs of the LL128 one-shot (3 per SM by default)
   size_t data_off;
-  char* host[kMaxRanks] = {};     // host[r]: rank r's host outbox as this GPU sees it; all nullptr: no lanes
-  size_t host_slot_bytes = 0;     // per (parity, host-lane CTA), LL lines
-  int host_blocks = 0;            // host-lane CTAs (<= kMaxHostBlocks; 0: no lanes)
-  unsigned host_nap_ns = 0;       // host lane: sleep between polls of a stale line
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
   // Abort polling (see Spin in primitives.cuh). abort_poll[0]: globaltimer time before which no

@@ -122,10 +122,9 @@ inline Ll128Grid plan_ll128(size_t groups, size_t cap, const DeviceComm& c, cons
   size_t gpb = std::max({ceil_div(groups, size_t(c.ll128_blocks)), t.ll128_min_groups, busy, size_t(1)});
   const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
   gpb = ceil_div(groups, blocks);
-  // (No groups at all: the host lane takes the whole message; one idle CTA of one warp.)
-  const size_t rounds = std::max<size_t>(1, ceil_div(gpb, std::max<size_t>(1, cap)));
+  const size_t rounds = ceil_div(gpb, std::max<size_t>(1, cap));
   const size_t round_groups = ceil_div(gpb, rounds);
-  const unsigned threads = static_cast<unsigned>(std::clamp<size_t>(round_groups * 32, 32, t.ll128_threads));
+  const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.ll128_threads, round_groups * 32));
   return {blocks, gpb, round_groups, threads};
 }
 

@@ -125,9 +125,6 @@ __device__ __forceinline__ char* data_slot(const DeviceComm& c, int owner, int p
 __device__ __forceinline__ char* ll_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
   return c.ws[owner] + c.ll_off + (((size_t)parity * c.ll_blocks + b) * c.world + src) * c.ll_slot_bytes;
 }
-__device__ __forceinline__ char* host_slot(const DeviceComm& c, int owner, int parity, int i) {
-  return c.host[owner] + ((size_t)parity * c.host_blocks + i) * c.host_slot_bytes;
-}
 // LL128 slots hold no entry for the owner itself: source src is entry src (src < owner) or
 // src - 1 (src > owner) of the owner's region.
 __device__ __forceinline__ char* ll128_slot(const DeviceComm& c, int owner, int parity, int b, int src) {
@@ -150,24 +147,20 @@ struct Step {
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // After pdl_wait(): a kernel may issue its first input loads in between, so that their latency
 // and the counter read's overlap (cuda_oneshot_ll128.cu).
-// `idx`: the counter (blockIdx.x; a host-lane CTA's own, kernels/device_comm.cuh).
-__device__ __forceinline__ Step read_steps(const DeviceComm& c, unsigned idx) {
+__device__ __forceinline__ Step read_steps(const DeviceComm& c) {
   Step st;
-  st.s = __ldcg(c.counters + idx);
+  st.s = __ldcg(c.counters + blockIdx.x);
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   return st;
 }
-__device__ __forceinline__ Step read_steps(const DeviceComm& c) { return read_steps(c, blockIdx.x); }
-__device__ __forceinline__ Step begin_steps_at(const DeviceComm& c, unsigned idx) {
+__device__ __forceinline__ Step begin_steps(const DeviceComm& c) {
   pdl_wait();
-  return read_steps(c, idx);
+  return read_steps(c);
 }
-__device__ __forceinline__ Step begin_steps(const DeviceComm& c) { return begin_steps_at(c, blockIdx.x); }
-__device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st, unsigned idx) {
+__device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st) {
   __syncthreads();
-  if (threadIdx.x == 0) c.counters[idx] = st.s;
+  if (threadIdx.x == 0) c.counters[blockIdx.x] = st.s;
 }
-__device__ __forceinline__ void end_steps(const DeviceComm& c, const Step& st) { end_steps(c, st, blockIdx.x); }
 
 // Thread 0's verdict (`ok`; other threads' values are ignored) for the whole CTA. Every thread
 // calls it; the second barrier lets the next call rewrite the shared word.

@@ -44,7 +44,7 @@ gpu_group() {
   shift 4
   t=$(date +%s)
   # shellcheck disable=SC2086  # envs: words on purpose
-  timeout -k 5 "$cap" env $envs "$BIN/gpu_launch" --devices "$devs" --ids 40 --timeout $((cap - 5)) -- \
+  timeout -k 5 "$cap" env $envs "$BIN/gpu_launch" --devices "$devs" --ids 32 --timeout $((cap - 5)) -- \
     "$BIN/gpu_worker" "$@" >"$OUT/gpu_$name.log" 2>&1
   rc=$?
   echo "$name: exit $rc in $(( $(date +%s) - t )) s (cap $cap)"

@@ -1109,20 +1109,6 @@ int main(int argc, char** argv) {
           test_back_to_back(*c, rounds(quick));
           if (g_rank == 0) std::printf("all_reduce[ll128_twoshot_small]: total %ld cases, %ld failures\n", g_cases, g_fail);
         }
-        // 6. the host lane (2 ranks) forced on every LL128 call with half of each message, 5
-        //    CTAs and 1 KiB slots (64 lines: many rounds, both parities reused), in place and
-        //    misaligned, a graph and back-to-back rounds.
-        if (g_world == 2) {
-          auto c = make_comm_with(ids[29], "oneshot_ll128",
-                                  {{"ACTORCC_CUDA_HOST_SHARE", "500"},
-                                   {"ACTORCC_CUDA_HOST_SHARE_MIN", "1"},
-                                   {"ACTORCC_CUDA_HOST_BLOCKS", "5"},
-                                   {"ACTORCC_CUDA_HOST_SLOT_BYTES", "1024"}});
-          forced_sweep(*c, "ll128_host_lane", !quick, seed);
-          test_graph(*c, rounds(quick));
-          test_back_to_back(*c, rounds(quick));
-          if (g_rank == 0) std::printf("all_reduce[ll128_host_lane]: total %ld cases, %ld failures\n", g_cases, g_fail);
-        }
         registered_groups(ids, quick, seed);
       }
     }
@@ -1154,7 +1140,6 @@ int main(int argc, char** argv) {
         bench(*c, "twoshot", big);
       }
       // variants (the settings are agreed from rank 0, and every rank sets the same)
-      const std::vector<size_t> lane_sizes = {8 << 20, 16 << 20, 32 << 20, 64 << 20};
       struct V { const char* name; const char* algo; EnvList env; std::vector<size_t> sizes; };
       const std::vector<V> vs = {
           {"pipe", "twoshot_pipe", {}, big},  // default: 128 KiB tiles
@@ -1170,24 +1155,9 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"ll128_2s_busy0", "twoshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
            {262144, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          // the host lane (TUNING.md rows 40-41): off, other shares, naps between stale polls,
-          // everything through host memory (the lane's own rate)
-          {"ll128_lane0", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "0"}}, lane_sizes},
-          {"ll128_lane25", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "25"}}, lane_sizes},
-          {"ll128_lane30", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_SHARE", "30"}}, lane_sizes},
-          {"ll128_lane_nap0", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "0"}}, lane_sizes},
-          {"ll128_lane_nap300", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "300"}}, lane_sizes},
-          {"ll128_lane_nap3000", "oneshot_ll128", {{"ACTORCC_CUDA_HOST_NAP_NS", "3000"}}, lane_sizes},
-          {"ll128_lane25_nap3000", "oneshot_ll128",
-           {{"ACTORCC_CUDA_HOST_SHARE", "25"}, {"ACTORCC_CUDA_HOST_NAP_NS", "3000"}}, lane_sizes},
-          {"ll128_lane_all", "oneshot_ll128",
-           {{"ACTORCC_CUDA_HOST_SHARE", "1000"}, {"ACTORCC_CUDA_HOST_SHARE_MIN", "1"}}, {1 << 20, 4 << 20}},
-          {"ll128_lane_all_nap0", "oneshot_ll128",
-           {{"ACTORCC_CUDA_HOST_SHARE", "1000"}, {"ACTORCC_CUDA_HOST_NAP_NS", "0"}, {"ACTORCC_CUDA_HOST_SHARE_MIN", "1"}},
-           {1 << 20, 4 << 20}},
       };
       for (size_t k = 0; k < vs.size(); ++k) {
-        size_t id = k < 7 ? 10 + k : 32 + (k - 7);
+        size_t id = k < 7 ? 10 + k : 24 + (k - 7);
         if (id >= ids.size()) continue;
         auto c = make_comm_with(ids[id], vs[k].algo, vs[k].env);
         bench(*c, vs[k].name, vs[k].sizes);

@@ -109,32 +109,3 @@ TEST(CudaPlanner, ForcedNamesAndAliasesOverrideOnlyTheAllReduce) {
   EXPECT_EQ(cuda::forced_route("ring", known), Route::Other);
   EXPECT_FALSE(known);
 }
-
-TEST(CudaPlanner, HostLaneTakesItsShareOfTwoRankCallsFromItsMinimum) {
-  const cuda::Tuning t;  // 38 per mille from 8 MiB
-  EXPECT_EQ(cuda::host_lane_bytes(8 * MiB - 4, 2, true, t), 0u);
-  const size_t b16 = cuda::host_lane_bytes(16 * MiB, 2, true, t);
-  EXPECT_EQ(b16, 16 * MiB - (16 * MiB - 16 * MiB * 38 / 1000 + 15) / 16 * 16);
-  EXPECT_NEAR(double(b16) / double(16 * MiB), 0.038, 0.0001);
-  // the NVLink part ends on a 16-byte boundary, whatever the size
-  for (size_t b : {8 * MiB, 8 * MiB + 4, 16 * MiB + 12, 64 * MiB + 8 * 3}) {
-    const size_t h = cuda::host_lane_bytes(b, 2, true, t);
-    EXPECT_GT(h, 0u) << b;
-    EXPECT_EQ((b - h) % 16, 0u) << b;
-  }
-  // no lanes in the group, another world, or the share off: nothing
-  EXPECT_EQ(cuda::host_lane_bytes(16 * MiB, 2, false, t), 0u);
-  EXPECT_EQ(cuda::host_lane_bytes(16 * MiB, 4, true, t), 0u);
-  cuda::Tuning off;
-  off.host_share_pm = 0;
-  EXPECT_EQ(cuda::host_lane_bytes(16 * MiB, 2, true, off), 0u);
-  // the cut rounds the NVLink part up: half of 68 bytes leaves 48 on NVLink, of 20 bytes 16, and
-  // a message of at most 16 bytes stays whole on NVLink
-  cuda::Tuning half;
-  half.host_share_pm = 500;
-  half.host_share_min = 1;
-  EXPECT_EQ(cuda::host_lane_bytes(68, 2, true, half), 20u);
-  EXPECT_EQ(cuda::host_lane_bytes(20, 2, true, half), 4u);
-  EXPECT_EQ(cuda::host_lane_bytes(16, 2, true, half), 0u);
-  EXPECT_EQ(cuda::host_lane_bytes(12, 2, true, half), 0u);
-}

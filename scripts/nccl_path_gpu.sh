@@ -35,9 +35,8 @@ check all_gather-int8 --coll all_gather -d int8
 check all_gather-double-inplace --coll all_gather -d double --inplace
 check broadcast-float-root1 --coll broadcast -d float -r 1
 # The backend's NCCL communicator (set up on a helper thread, bounded) against the bench's own
-# NCCL, same run and the same library (PyTorch's, as the bench picks it): the fallback must not
-# be slower than NCCL itself.
-TORCH_NCCL=$(python3 -c "import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
-ACTORCC_NCCL_LIB=${TORCH_NCCL:-libnccl.so.2} check all_reduce-vs-nccl --coll all_reduce -d float -o sum --impl actorcc,nccl -n 50 -w 5
+# NCCL, same run and the same library (the bench hands the baseline's library, PyTorch's, to
+# actorcc's NCCL transport): the fallback must not be slower than NCCL itself.
+check all_reduce-vs-nccl --coll all_reduce -d float -o sum --impl actorcc,nccl -n 50 -w 5
 echo "nccl path: $n cases, $([ $rc = 0 ] && echo all passed || echo FAILURES)"
 exit $rc

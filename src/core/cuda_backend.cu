@@ -10,11 +10,11 @@
 #include <sstream>
 
 #include "algorithms/cuda_algorithms.hpp"
-#include "core/cuda_planner.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "core/backend.hpp"
+#include "core/cuda_planner.hpp"
 #include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/registered_buffers.hpp"

@@ -206,6 +206,11 @@ void Launcher::resolve() {
       w.env.push_back("NCCL_HOSTID=node" + std::to_string(node));
     }
     w.env.push_back("NCCL_NVLS_ENABLE=0");
+    // actorcc's own NCCL transport (groups across nodes, GPUs without P2P) loads the library the
+    // baseline runs, unless the user chose one: a comparison of one NCCL with itself, not of two
+    // NCCL builds (the system's and PyTorch's differ on the device machine).
+    const char* chosen = std::getenv("ACTORCC_NCCL_LIB");
+    if (wants_nccl && !(chosen && *chosen)) w.env.push_back("ACTORCC_NCCL_LIB=" + c_.nccl_lib);
   }
 }
 

@@ -14,22 +14,17 @@
 // host memory, the reader polls it before reading the chunk), ll (both, 8 data bytes and two
 // 32-bit flags per 16-byte line, no fence). Also: copy engines to and from host memory, and the
 // round trip of a flag through host memory against one through the peer's memory.
-// build: part of the GPU tier (target host_path_rate), or nvcc -std=c++20 -O3 -arch=sm_90 host_path_rate.cu
+// build: part of the GPU tier (target host_path_rate), or from the repository root
+//   nvcc -std=c++20 -O3 -arch=sm_90 -Isrc tests/gpu/probes/host_path_rate.cu
+// (it uses the library's LL line store and load, kernels/primitives.cuh)
 // run: host_path_rate (one process that sees both GPUs)
-#include <cuda_runtime.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
-#define RK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t r = (x);                                                                     \
-    if (r != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r)); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "kernels/primitives.cuh"
+#include "two_gpus.cuh"
+
+using actorcc::cuda::ld_volatile_v4;
+using actorcc::cuda::st_volatile_v4;
 
 enum Mode { kIdle, kWrite, kRead, kBoth, kFlagged, kLL };
 constexpr unsigned kMaxChunks = 1024;   // flags per writer CTA
@@ -51,17 +46,6 @@ struct Args {
   unsigned* err;  // device memory: set when a poll gave up
 };
 
-__device__ __forceinline__ uint4 ld_sys(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ void st_sys(uint4* p, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -83,7 +67,7 @@ __device__ void host_write(const Args& a, unsigned w, unsigned writers) {
     const uint2* s = reinterpret_cast<const uint2*>(a.src);
     for (size_t i = 2 * lo + threadIdx.x; i < 2 * hi; i += blockDim.x) {
       const uint2 d = s[i];
-      st_sys(a.h_out + i, {d.x, a.epoch, d.y, a.epoch});
+      st_volatile_v4(a.h_out + i, {d.x, a.epoch, d.y, a.epoch});
     }
     return;
   }
@@ -105,8 +89,8 @@ __device__ void host_read(const Args& a, unsigned r, unsigned readers) {
     uint2* d = reinterpret_cast<uint2*>(a.dst);
     const uint2* s = reinterpret_cast<const uint2*>(a.src);
     for (size_t i = 2 * lo + threadIdx.x; i < 2 * hi; i += blockDim.x) {
-      uint4 v = ld_sys(a.h_in + i);
-      for (long long n = 0; (v.y != a.epoch || v.w != a.epoch) && n < kSpinBound; ++n) v = ld_sys(a.h_in + i);
+      uint4 v = ld_volatile_v4(a.h_in + i);
+      for (long long n = 0; (v.y != a.epoch || v.w != a.epoch) && n < kSpinBound; ++n) v = ld_volatile_v4(a.h_in + i);
       if (v.y != a.epoch || v.w != a.epoch) {
         atomicExch(a.err, 1u);
         return;
@@ -130,7 +114,7 @@ __device__ void host_read(const Args& a, unsigned r, unsigned readers) {
       if (__syncthreads_or(gave_up)) return;
     }
     const size_t e = min(hi, c + step);
-    for (size_t i = c + threadIdx.x; i < e; i += blockDim.x) a.dst[i] = add(ld_sys(a.h_in + i), a.src[i]);
+    for (size_t i = c + threadIdx.x; i < e; i += blockDim.x) a.dst[i] = add(ld_volatile_v4(a.h_in + i), a.src[i]);
   }
 }
 
@@ -173,7 +157,7 @@ __global__ void ping(unsigned* mine, unsigned* theirs, int iters, bool first, un
 struct Side {
   char *src, *nv_dst, *dst, *host;  // host: pinned, written by this GPU
   unsigned *flags, *err, *peer_flag_dev;
-  cudaStream_t s, s2;
+  cudaStream_t s;
   cudaEvent_t a, b;
 };
 
@@ -207,44 +191,23 @@ int main() {
                      cudaHostAllocPortable | cudaHostAllocMapped));
     memset(d[i].flags, 0, 64 * kMaxChunks * 4 + 64);
     RK(cudaStreamCreateWithFlags(&d[i].s, cudaStreamNonBlocking));
-    RK(cudaStreamCreateWithFlags(&d[i].s2, cudaStreamNonBlocking));
     RK(cudaEventCreate(&d[i].a));
     RK(cudaEventCreate(&d[i].b));
     RK(cudaFuncSetAttribute(mixed, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
   unsigned epoch = 0;
   auto timed = [&](const char* name, auto&& launch, int iters, double nv_bytes, double h_bytes) {
-    float ms[2];
-    for (int rep = 0; rep < 2; ++rep) {  // the first repetition warms up
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventRecord(d[i].a, d[i].s));
-      }
-      for (int it = 0; it < iters; ++it) {
-        ++epoch;
-        for (int i = 0; i < 2; ++i) {
-          RK(cudaSetDevice(i));
-          launch(i, epoch);
-          RK(cudaGetLastError());
-        }
-      }
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventRecord(d[i].b, d[i].s));
-      }
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventSynchronize(d[i].b));
-        RK(cudaEventElapsedTime(&ms[i], d[i].a, d[i].b));
-      }
-    }
+    // Epochs (the flags' values) only ever grow, across rounds, repetitions and cases.
+    double t[2];
+    time_both(d, iters, [&](int i, int rep, int it) { launch(i, epoch + unsigned(rep * iters + it) + 1); }, t);
+    epoch += 2 * iters;
     unsigned err[2];
     for (int i = 0; i < 2; ++i) {
       RK(cudaSetDevice(i));
       RK(cudaMemcpy(&err[i], d[i].err, 4, cudaMemcpyDeviceToHost));
       RK(cudaMemset(d[i].err, 0, 4));
     }
-    const double us0 = ms[0] * 1e3 / iters, us1 = ms[1] * 1e3 / iters, us = us0 > us1 ? us0 : us1;
+    const double us0 = t[0], us1 = t[1], us = us0 > us1 ? us0 : us1;
     printf("%-44s %8.2f / %8.2f us  nvlink %6.1f  host %5.1f GB/s each way%s\n", name, us0, us1, nv_bytes / us / 1e3,
            h_bytes / us / 1e3, err[0] | err[1] ? "  POLL GAVE UP" : "");
   };
@@ -300,7 +263,7 @@ int main() {
       kernel(kBoth, 64 * M - hm * M, hm * M, P, 0, 30);
       kernel(kFlagged, 64 * M - hm * M, hm * M, P, 256 * K, 30);
     }
-  puts("== copy engines, host memory (both GPUs: D2H of S into its buffer, H2D of the peer's, two streams)");
+  puts("== copy engines, host memory (both GPUs: D2H of S into its buffer, then H2D of the peer's, one stream)");
   for (size_t mb : {1, 4, 16})
     for (int both = 0; both < 3; ++both) {
       char name[96];

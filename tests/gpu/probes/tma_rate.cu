@@ -10,20 +10,9 @@
 // was made; the library uses VMM between processes).
 // build: part of the GPU tier (target tma_rate), or nvcc -std=c++20 -O3 -arch=sm_90 tma_rate.cu
 // run: tma_rate (one process that sees both GPUs)
-#include <cuda_runtime.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define RK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t r = (x);                                                                     \
-    if (r != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r)); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "two_gpus.cuh"
 
 __global__ void sm_copy(uint4* __restrict__ dst, const uint4* __restrict__ src, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
@@ -144,42 +133,24 @@ int main() {
   }
   // kind: 0 SM stores, 1 TMA, 2 TMA + flags (lag 2), 3 flags lag 4, 4 flags lag 1, 5 copy engine
   auto run = [&](const char* name, int kind, size_t bytes, unsigned blocks, unsigned chunk, int iters) {
-    float ms[2];
-    for (int rep = 0; rep < 2; ++rep) {  // the first repetition warms up
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventRecord(d[i].a, d[i].s));
-      }
-      for (int it = 0; it < iters; ++it)
-        for (int i = 0; i < 2; ++i) {
-          RK(cudaSetDevice(i));
-          char* to = d[1 - i].dst;
-          const unsigned ep = rep * 100000 + it + 1;
-          if (kind == 0)
-            sm_copy<<<blocks, 512, 0, d[i].s>>>(reinterpret_cast<uint4*>(to), reinterpret_cast<uint4*>(d[i].src),
-                                                 bytes / 16);
-          else if (kind == 5)
-            RK(cudaMemcpyPeerAsync(to, 1 - i, d[i].src, i, bytes, d[i].s));
-          else if (kind == 3)
-            tma_copy<4><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep, true);
-          else if (kind == 4)
-            tma_copy<1><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep, true);
-          else
-            tma_copy<2><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep,
-                                                               kind == 2);
-          RK(cudaGetLastError());
-        }
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventRecord(d[i].b, d[i].s));
-      }
-      for (int i = 0; i < 2; ++i) {
-        RK(cudaSetDevice(i));
-        RK(cudaEventSynchronize(d[i].b));
-        RK(cudaEventElapsedTime(&ms[i], d[i].a, d[i].b));
-      }
-    }
-    const double us0 = ms[0] * 1e3 / iters, us1 = ms[1] * 1e3 / iters;
+    double us[2];
+    time_both(d, iters, [&](int i, int rep, int it) {
+      char* to = d[1 - i].dst;
+      const unsigned ep = rep * 100000 + it + 1;
+      if (kind == 0)
+        sm_copy<<<blocks, 512, 0, d[i].s>>>(reinterpret_cast<uint4*>(to), reinterpret_cast<uint4*>(d[i].src),
+                                             bytes / 16);
+      else if (kind == 5)
+        RK(cudaMemcpyPeerAsync(to, 1 - i, d[i].src, i, bytes, d[i].s));
+      else if (kind == 3)
+        tma_copy<4><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep, true);
+      else if (kind == 4)
+        tma_copy<1><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep, true);
+      else
+        tma_copy<2><<<blocks, 32, kStages * chunk, d[i].s>>>(to, d[i].src, bytes, chunk, d[1 - i].flags, ep,
+                                                           kind == 2);
+    }, us);
+    const double us0 = us[0], us1 = us[1];
     printf("%-28s %7zu KiB blocks %3u chunk %6u: %8.2f / %8.2f us per copy, %6.1f / %6.1f GB/s each way\n", name,
            bytes >> 10, blocks, chunk, us0, us1, bytes / us0 / 1e3, bytes / us1 / 1e3);
   };

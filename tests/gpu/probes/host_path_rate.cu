@@ -223,8 +223,11 @@ int main() {
           a.nv_dst = reinterpret_cast<uint4*>(d[1 - i].nv_dst);
           a.nv_src = reinterpret_cast<const uint4*>(d[i].src);
           a.nv_n = nv_bytes / 16;
-          a.h_out = reinterpret_cast<uint4*>(d[i].host);
-          a.h_in = reinterpret_cast<const uint4*>(d[1 - i].host);
+          // LL lines alternate between two halves by the epoch's parity: without it a rank one
+          // launch ahead overwrote lines the peer had not read yet, and that poll gave up.
+          const size_t half = mode == kLL ? (ep & 1) * 2 * (h_bytes / 16) : 0;
+          a.h_out = reinterpret_cast<uint4*>(d[i].host) + half;
+          a.h_in = reinterpret_cast<const uint4*>(d[1 - i].host) + half;
           a.src = reinterpret_cast<const uint4*>(d[i].src + big / 2);
           a.dst = reinterpret_cast<uint4*>(d[i].dst);
           a.h_n = h_bytes / 16;

@@ -162,22 +162,14 @@ struct Side {
 };
 
 int main() {
-  int n = 0;
-  RK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    printf("need 2 GPUs\n");
-    return 1;
-  }
   const size_t big = size_t(64) << 20, hbig = size_t(32) << 20;
   const int grid = 132, block = 1024, smem = 120 << 10;
   Side d[2];
-  for (int i = 0; i < 2; ++i) {
-    RK(cudaSetDevice(i));
+  open_both(d, [&](int i) {
     cudaDeviceProp p{};
     RK(cudaGetDeviceProperties(&p, i));
     printf("GPU %d: %s, PCI %04x:%02x:%02x, %d SMs\n", i, p.name, p.pciDomainID, p.pciBusID, p.pciDeviceID,
            p.multiProcessorCount);
-    RK(cudaDeviceEnablePeerAccess(1 - i, 0));
     RK(cudaMalloc(&d[i].src, big));
     RK(cudaMalloc(&d[i].nv_dst, big));
     RK(cudaMalloc(&d[i].dst, big));
@@ -190,11 +182,8 @@ int main() {
     RK(cudaHostAlloc(reinterpret_cast<void**>(&d[i].flags), 64 * kMaxChunks * 4 + 64,
                      cudaHostAllocPortable | cudaHostAllocMapped));
     memset(d[i].flags, 0, 64 * kMaxChunks * 4 + 64);
-    RK(cudaStreamCreateWithFlags(&d[i].s, cudaStreamNonBlocking));
-    RK(cudaEventCreate(&d[i].a));
-    RK(cudaEventCreate(&d[i].b));
     RK(cudaFuncSetAttribute(mixed, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  }
+  });
   unsigned epoch = 0;
   auto timed = [&](const char* name, auto&& launch, int iters, double nv_bytes, double h_bytes) {
     // Epochs (the flags' values) only ever grow, across rounds, repetitions and cases.

@@ -99,7 +99,6 @@ __global__ void tma_copy(char* dst, const char* src, size_t bytes, unsigned chun
 }
 
 struct Side {
-  int dev;
   char* src;
   char* dst;  // on this side, written by the peer
   unsigned* flags;
@@ -108,29 +107,17 @@ struct Side {
 };
 
 int main() {
-  int n = 0;
-  RK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    printf("need 2 GPUs\n");
-    return 1;
-  }
   const size_t big = size_t(256) << 20;
   Side d[2];
-  for (int i = 0; i < 2; ++i) {
-    d[i].dev = i;
-    RK(cudaSetDevice(i));
-    RK(cudaDeviceEnablePeerAccess(1 - i, 0));
+  open_both(d, [&](int i) {
     RK(cudaMalloc(&d[i].src, big));
     RK(cudaMalloc(&d[i].dst, big));
     RK(cudaMalloc(&d[i].flags, 528 * 4096 * 4));
     RK(cudaMemset(d[i].src, 1, big));
-    RK(cudaStreamCreateWithFlags(&d[i].s, cudaStreamNonBlocking));
-    RK(cudaEventCreate(&d[i].a));
-    RK(cudaEventCreate(&d[i].b));
     RK(cudaFuncSetAttribute(tma_copy<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
     RK(cudaFuncSetAttribute(tma_copy<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
     RK(cudaFuncSetAttribute(tma_copy<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-  }
+  });
   // kind: 0 SM stores, 1 TMA, 2 TMA + flags (lag 2), 3 flags lag 4, 4 flags lag 1, 5 copy engine
   auto run = [&](const char* name, int kind, size_t bytes, unsigned blocks, unsigned chunk, int iters) {
     double us[2];

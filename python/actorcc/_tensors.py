@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import sys
 
+from . import _actorcc
 from ._actorcc import InvalidArgumentError
 
-# Codes of actorcc::DataType, RedOp and Collective (include/actorcc/types.hpp).
-DTYPE_CODES = {
-    "float32": 0, "float16": 1, "bfloat16": 2, "float64": 3,
-    "int8": 4, "uint8": 5, "int32": 6, "int64": 7,
-}
+# Codes of actorcc::DataType, RedOp and Collective, as the extension exports them.
+DTYPE_CODES = dict(_actorcc.DTYPE_CODES)
 SUPPORTED_DTYPES = tuple(DTYPE_CODES)
-OP_CODES = {
-    "sum": 0, "prod": 1, "product": 1, "min": 2, "max": 3,
-    "avg": 4, "mean": 4, "average": 4,
-}
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, BARRIER = range(5)
+OP_CODES = dict(_actorcc.OP_CODES)
+OP_CODES.update({alias: OP_CODES[name] for alias, name in
+                 {"product": "prod", "mean": "avg", "average": "avg"}.items()})
+_COLL = _actorcc.COLLECTIVE_CODES
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, BARRIER = (
+    _COLL["all_reduce"], _COLL["reduce_scatter"], _COLL["all_gather"], _COLL["broadcast"], _COLL["barrier"])
 
 # DLPack device types (dlpack.h).
 DEV_CPU, DEV_CUDA, DEV_CUDA_HOST = 1, 2, 3
@@ -61,10 +60,8 @@ def _find_torch():
     if t is None or not hasattr(t, "Tensor"):
         return None
     _torch, _torch_tensor = t, t.Tensor
-    _torch_dtypes.update({
-        t.float32: 0, t.float16: 1, t.bfloat16: 2, t.float64: 3,
-        t.int8: 4, t.uint8: 5, t.int32: 6, t.int64: 7,
-    })
+    # actorcc's dtype names are torch's.
+    _torch_dtypes.update({getattr(t, name): code for name, code in DTYPE_CODES.items()})
     _torch_raw_stream = getattr(t._C, "_cuda_getCurrentRawStream", None)
     for fn in on_torch_found:
         fn()

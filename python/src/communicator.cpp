@@ -216,7 +216,8 @@ Call prepare(nb::handle self, int coll_code, nb::handle send_h, nb::handle recv_
   PyComm& pc = nb::cast<PyComm&>(self);
   pc.get();  // closed?
   int r = pc.rank;
-  if (coll_code < 0 || coll_code > static_cast<int>(Collective::Barrier)) throw_invalid("bad collective code", r);
+  if (coll_code < 0 || to_string(static_cast<Collective>(coll_code)) == "invalid")
+    throw_invalid("bad collective code " + std::to_string(coll_code), r);
   Call call;
   call.owner = nb::borrow(self);
   call.pc = &pc;

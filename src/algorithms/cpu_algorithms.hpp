@@ -5,7 +5,7 @@
 #pragma once
 #include <cstddef>
 
-#include "core/backend.hpp"
+#include "group/group_context.hpp"
 #include "transport/shm/shm_group.hpp"
 
 namespace actorcc::cpu {

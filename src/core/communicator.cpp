@@ -11,7 +11,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
-#include "core/backend.hpp"
+#include "backends/backend.hpp"
 #include "core/validate.hpp"
 #include "topology/topology.hpp"
 
@@ -186,8 +186,6 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
 
 Communicator::Communicator(const UniqueId& id, int rank, int world_size, const Options& options)
     : impl_(build(id, rank, world_size, options)) {}
-
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<Communicator> Communicator::from_address(const std::string& host, uint16_t port, int rank,
                                                          int world_size, const Options& options) {

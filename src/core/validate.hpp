@@ -1,7 +1,7 @@
 // Argument checks a Communicator makes before any data moves. Each throws InvalidArgument
 // naming the argument, the value and the rank.
 #pragma once
-#include "core/backend.hpp"
+#include "group/group_context.hpp"
 
 namespace actorcc {
 

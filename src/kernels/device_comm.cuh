@@ -13,7 +13,7 @@
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
 //            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
 //   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
-//            128-byte lines whose last 32-bit word is the flag (cuda_oneshot_ll128.cu). Only
+//            128-byte lines whose last 32-bit word is the flag (oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
 //   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes] (the pipelined
 //            two-shot's direct mode uses each [parity][block] as [world][2 x tile_bytes]).
@@ -72,6 +72,41 @@ struct PeerPtrs {
 inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
+
+// What the group agreed that sizes the regions above.
+struct WorkspaceShape {
+  int world = 1;
+  int data_blocks = 1;
+  size_t push_bytes = 0;     // [data]: tiles of push_bytes / (4 x data_blocks x world), 4 KiB multiples
+  int ll_blocks = 128;
+  size_t ll_slot_bytes = 16 << 10;
+  int ll128_blocks = 0;      // 0: 3 per data CTA
+  size_t ll128_bytes = 0;    // 0: 24 MiB for 2 ranks, 48 MiB for more
+};
+
+// The layout above: fills d's region offsets and sizes for `s` and returns the bytes of one
+// rank's workspace. The only place that computes it.
+inline size_t lay_out_workspace(DeviceComm& d, const WorkspaceShape& s) {
+  const int W = s.world, NB = s.data_blocks;
+  size_t tile = s.push_bytes / (size_t(4) * NB * W) / 4096 * 4096;
+  if (tile < 4096) tile = 4096;
+  d.world = W;
+  d.flags_off = 0;
+  d.desc_off = flags_bytes();
+  d.ll_off = d.desc_off + desc_bytes();
+  d.ll_blocks = s.ll_blocks;
+  d.ll_slot_bytes = s.ll_slot_bytes;
+  d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
+  d.ll128_blocks = s.ll128_blocks > 0 ? s.ll128_blocks : (3 * NB < kMaxBlocks ? 3 * NB : kMaxBlocks);
+  // At least 2 groups of 512 bytes per slot: the LL128 two-shot uses one half for each phase.
+  const size_t ll128_bytes = s.ll128_bytes ? s.ll128_bytes : size_t(24 << 20) * (W - 1 < 2 ? W - 1 : 2);
+  const size_t slot = ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512;
+  d.ll128_slot_bytes = slot > 1024 ? slot : 1024;
+  d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
+  d.data_blocks = NB;
+  d.tile_bytes = tile;
+  return d.data_off + size_t(4) * NB * W * tile;
+}
 
 
 }  // namespace actorcc::cuda

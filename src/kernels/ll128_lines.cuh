@@ -1,6 +1,7 @@
-// LL128 lines, shared by the LL128 one-shot (cuda_oneshot_ll128.cu) and two-shot
-// (cuda_twoshot_ll128.cu): how a warp packs 4 128-byte lines of message bytes plus a 32-bit flag
-// per line, how a receiver polls them, and how a call's groups are cut into CTAs and rounds.
+// LL128 lines, shared by the LL128 one-shot (oneshot_ll128.cu) and two-shot
+// (twoshot_ll128.cu): how a warp packs 4 128-byte lines of message bytes plus a 32-bit flag
+// per line and how a receiver polls them (algorithms/cuda/ll128_grid.hpp cuts a call's groups into
+// CTAs and rounds).
 //
 // Line layout (group g = 4 lines = one warp access; k = lane / 8, j = lane % 8):
 //   lanes j < 7 carry 16 message bytes at g*D + 16*(7k + j) (16-byte aligned: D is 496 or 480);
@@ -10,10 +11,8 @@
 // It relies on a warp's aligned 128-byte line reaching the peer whole and being read whole by
 // one warp load (NCCL's LL128 relies on the same on NVLink).
 #pragma once
-#include <algorithm>
 #include <cstdint>
 
-#include "algorithms/cuda_algorithms.hpp"
 #include "kernels/primitives.cuh"
 
 namespace actorcc::cuda {
@@ -36,7 +35,7 @@ struct Ll128Lane {
 };
 
 // n (8, 12 or 16) message bytes at `off` into a 16-byte word, zero-filled past `bytes`. The
-// buffer is at least 4-byte aligned (ll128_supports); `vec`: 16-byte aligned.
+// buffer is at least 4-byte aligned (the LL128 routes' condition, algorithms/cuda/planner.cpp); `vec`: 16-byte aligned.
 __device__ __forceinline__ uint4 load_part(const char* p, size_t off, unsigned n, size_t bytes, bool vec) {
   uint4 v = make_uint4(0, 0, 0, 0);
   if (off + n <= bytes) {
@@ -99,33 +98,6 @@ __device__ __forceinline__ Ll128Round ll128_round(const Step& st, size_t ng) {
   const unsigned warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   return {static_cast<unsigned>(st.s + 1), static_cast<int>(st.s & 1),
           ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0};
-}
-
-// Buffers the lanes can move: 4-byte words, and 8-byte elements whole.
-inline bool ll128_supports(int dtype, const void* send, const void* recv) {
-  const size_t align = std::max<size_t>(4, dtype_bytes(dtype));
-  return ((reinterpret_cast<uintptr_t>(send) | reinterpret_cast<uintptr_t>(recv)) & (align - 1)) == 0;
-}
-
-// How `groups` groups are cut: at least t.ll128_min_groups per CTA (small messages: fewer,
-// busier CTAs) and t.ll128_busy_groups where one CTA per SM remains, otherwise spread over every
-// CTA; balanced rounds of at most `cap` groups (a slot's worth) when a CTA's share exceeds it;
-// no more warps than a round has groups.
-struct Ll128Grid {
-  size_t blocks;
-  size_t groups_per_block;
-  size_t round_groups;
-  unsigned threads;
-};
-inline Ll128Grid plan_ll128(size_t groups, size_t cap, const DeviceComm& c, const Tuning& t) {
-  const size_t busy = std::min(t.ll128_busy_groups, ceil_div(groups, size_t(std::max(1, c.data_blocks))));
-  size_t gpb = std::max({ceil_div(groups, size_t(c.ll128_blocks)), t.ll128_min_groups, busy, size_t(1)});
-  const size_t blocks = std::max<size_t>(1, ceil_div(groups, gpb));
-  gpb = ceil_div(groups, blocks);
-  const size_t rounds = ceil_div(gpb, std::max<size_t>(1, cap));
-  const size_t round_groups = ceil_div(gpb, rounds);
-  const unsigned threads = static_cast<unsigned>(std::min<size_t>(t.ll128_threads, round_groups * 32));
-  return {blocks, gpb, round_groups, threads};
 }
 
 }  // namespace actorcc::cuda

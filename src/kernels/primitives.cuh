@@ -146,7 +146,7 @@ struct Step {
 };
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // After pdl_wait(): a kernel may issue its first input loads in between, so that their latency
-// and the counter read's overlap (cuda_oneshot_ll128.cu).
+// and the counter read's overlap (oneshot_ll128.cu).
 __device__ __forceinline__ Step read_steps(const DeviceComm& c) {
   Step st;
   st.s = __ldcg(c.counters + blockIdx.x);

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "actorcc/types.hpp"
+
 namespace actorcc::cuda {
 
 struct Half { uint16_t bits; };
@@ -112,29 +114,29 @@ __device__ __forceinline__ Word reduce_word(int world, Get get) {
   return u.w;
 }
 
-// Dispatch helper: calls f.template operator()<T, Op>() for a runtime (dtype, op) pair.
-// dtype order = actorcc::DataType; op order = actorcc::RedOp.
+// Dispatch helper: calls f.template operator()<T, Op>() for a runtime (dtype, op) pair (validated
+// by the Communicator before any call reaches a kernel).
 template <typename T, typename F>
-void with_op(int op, F&& f) {
+void with_op(RedOp op, F&& f) {
   switch (op) {
-    case 0: f.template operator()<T, SumOp<T>>(); break;
-    case 1: f.template operator()<T, ProdOp<T>>(); break;
-    case 2: f.template operator()<T, MinOp<T>>(); break;
-    case 3: f.template operator()<T, MaxOp<T>>(); break;
-    default: f.template operator()<T, AvgOp<T>>(); break;
+    case RedOp::Sum: f.template operator()<T, SumOp<T>>(); break;
+    case RedOp::Prod: f.template operator()<T, ProdOp<T>>(); break;
+    case RedOp::Min: f.template operator()<T, MinOp<T>>(); break;
+    case RedOp::Max: f.template operator()<T, MaxOp<T>>(); break;
+    case RedOp::Avg: f.template operator()<T, AvgOp<T>>(); break;
   }
 }
 template <typename F>
-void with_dtype_op(int dtype, int op, F&& f) {
+void with_dtype_op(DataType dtype, RedOp op, F&& f) {
   switch (dtype) {
-    case 0: with_op<float>(op, f); break;
-    case 1: with_op<Half>(op, f); break;
-    case 2: with_op<BFloat>(op, f); break;
-    case 3: with_op<double>(op, f); break;
-    case 4: with_op<int8_t>(op, f); break;
-    case 5: with_op<uint8_t>(op, f); break;
-    case 6: with_op<int32_t>(op, f); break;
-    default: with_op<int64_t>(op, f); break;
+    case DataType::Float32: with_op<float>(op, f); break;
+    case DataType::Float16: with_op<Half>(op, f); break;
+    case DataType::BFloat16: with_op<BFloat>(op, f); break;
+    case DataType::Float64: with_op<double>(op, f); break;
+    case DataType::Int8: with_op<int8_t>(op, f); break;
+    case DataType::UInt8: with_op<uint8_t>(op, f); break;
+    case DataType::Int32: with_op<int32_t>(op, f); break;
+    case DataType::Int64: with_op<int64_t>(op, f); break;
   }
 }
 

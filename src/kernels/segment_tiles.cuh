@@ -1,4 +1,4 @@
-// The two-shot kernels' view of a message (cuda_twoshot.cu, cuda_twoshot_pipe.cu): `world`
+// The two-shot kernels' view of a message (twoshot.cu, twoshot_pipe.cu): `world`
 // segments of `seg` elements, rank s owning elements [s*seg, min(count, (s+1)*seg)), each cut
 // into tiles of `tile` elements that CTAs take round-robin. Also the two data movements both
 // kernels make per tile: the reduce-scatter push of every peer's part, and the copy-out of the

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "actorcc/communicator.hpp"
+#include "actorcc/peer_info.hpp"
 
 namespace actorcc::topology {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "group/group_context.hpp"
 #include "transport/ipc/vmm.hpp"
 
 namespace actorcc::ipc {

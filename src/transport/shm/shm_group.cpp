@@ -173,7 +173,6 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
       n_(static_cast<int>(ctx.local_ranks.size())),
       me_(ctx.local_index),
       buffer_bytes_(buffer_bytes),
-      segment_name_(seg_->name()),
       algo_(std::move(algo)) {
   const Layout l = layout_for(n_, buffer_bytes_);
   auto* base = static_cast<uint8_t*>(seg_->data());

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "group/group_context.hpp"
 #include "transport/shm/shm_segment.hpp"
 
 namespace actorcc {
@@ -66,8 +66,6 @@ class ShmGroup {
   // Throws if this rank's AbortSignal or the shared abort word is raised.
   void check_abort();
 
-  const std::string& segment_name() const { return segment_name_; }
-
   struct Header;
   struct Flag;
 
@@ -86,7 +84,6 @@ class ShmGroup {
   uint8_t* slots_ = nullptr;
   uint64_t round_ = 0;
   uint32_t step_ = 0;
-  std::string segment_name_;
   std::string algo_;
 };
 

@@ -14,7 +14,7 @@
 // once, by its owner, so every rank gets the same bits.
 // (A warp-pipelined variant — every warp its own push/flag/fold pipeline, the gather copy
 // deferred behind the next pushes — was measured ~15% slower on 2 x H200 and was dropped.)
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/segment_tiles.cuh"
 #include "kernels/tile_reduce.cuh"
 
@@ -65,7 +65,7 @@ cudaError_t launch_rs_ag(const DeviceComm& c, const Tuning& t, const CallArgs& a
   return e;
 }
 
-cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+cudaError_t twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t epv = 16 / dtype_bytes(a.dtype);
   const size_t seg = round_up(ceil_div(a.count, c.world), epv);
   return launch_rs_ag(c, t, a, a.count, seg, true);

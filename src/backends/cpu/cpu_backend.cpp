@@ -5,7 +5,7 @@
 
 #include "algorithms/cpu_algorithms.hpp"
 #include "common/log.hpp"
-#include "core/backend.hpp"
+#include "backends/backend.hpp"
 #include "transport/shm/shm_group.hpp"
 
 namespace actorcc {

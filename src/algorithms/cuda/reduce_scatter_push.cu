@@ -1,6 +1,6 @@
-// reduce_scatter: the first phase of the two-shot all-reduce (cuda_twoshot.cu) with segments
+// reduce_scatter: the first phase of the two-shot all-reduce (twoshot.cu) with segments
 // of exactly recv_count elements: rank s's output is the fold of segment s of every input.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 
 namespace actorcc::cuda {
 

@@ -2,7 +2,7 @@
 // root; every rank flags every other rank (the non-roots' flags carry no data, but they keep
 // the root from running two steps ahead of a slow peer, which the slot reuse rule needs);
 // non-roots copy the tile from their local slot to the output.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/primitives.cuh"
 
 namespace actorcc::cuda {

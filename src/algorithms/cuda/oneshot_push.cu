@@ -4,7 +4,7 @@
 // waits for the peers' flags, then folds the world's copies of its slice in rank order. Per
 // byte it moves the same data as LL but at full width (no flag words), for one extra flag
 // latency: better than LL once the message is large enough to be bandwidth-bound.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/tile_reduce.cuh"
 
 namespace actorcc::cuda {
@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(512) push_allreduce(DeviceComm c, const T* in,
 
 }  // namespace
 
-cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+cudaError_t oneshot_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t esz = dtype_bytes(a.dtype);
   const size_t epv = 16 / esz;
   const size_t max_chunk = c.tile_bytes / esz;

@@ -1,5 +1,5 @@
 // The CUDA backend: one rank per GPU, ranks of a node share VMM workspaces (transport/ipc) and
-// run the NVLink kernels of src/algorithms/cuda_*.cu on the caller's stream. No host
+// run the NVLink kernels of src/algorithms/cuda/*.cu on the caller's stream. No host
 // synchronisation per call; kernel failures (timeout, abort) are left in host-mapped memory
 // and turned into exceptions by the next call on the host.
 #include <cuda_runtime.h>
@@ -7,14 +7,16 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
+#include "algorithms/cuda/planner.hpp"
+#include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
-#include "core/backend.hpp"
-#include "core/cuda_planner.hpp"
+#include "backends/backend.hpp"
 #include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
 #include "transport/ipc/registered_buffers.hpp"
@@ -26,6 +28,15 @@ namespace {
 using cuda::CallArgs;
 using cuda::DeviceComm;
 using cuda::Tuning;
+
+static_assert(cuda::kMaxBlocks == cuda::kMaxCtaSetting, "the CTA-count settings' bound is the kernels' row count");
+
+// The launch column of the route table (algorithms/cuda/routes.hpp), in Route order.
+constexpr cuda::Launch kLaunch[] = {
+#define ACTORCC_ROUTE_LAUNCH(e, name, coll, cond) &cuda::name,
+    ACTORCC_CUDA_ROUTES(ACTORCC_ROUTE_LAUNCH)
+#undef ACTORCC_ROUTE_LAUNCH
+};
 
 void ck(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) {
@@ -78,108 +89,6 @@ struct DeviceGuard {
   }
 };
 
-size_t env_size(const char* name, size_t dflt) {
-  auto v = env::get_int(name);
-  return v && *v > 0 ? static_cast<size_t>(*v) : dflt;
-}
-
-// Everything every rank must agree on (rank 0's values are used by all).
-struct Agreed {
-  Tuning tune;
-  std::string algo;
-  size_t workspace_bytes = 0;
-  int data_blocks = 0;
-  int ll_blocks = 128;
-  // 16 KiB: the LL one-shot (used up to 64 KiB) needs 1 KiB per CTA; larger forced calls take rounds.
-  size_t ll_slot_bytes = 16 << 10;
-  // LL128 region: 24 MiB takes 12 MiB of a 2-rank all-reduce per round on 132 CTAs; measured
-  // as fast as 48 MiB at 4 and 16 MiB and faster at 64 MiB (more rounds, but the slots stay
-  // in L2; tests/gpu/TUNING.md row 13). 0: that for 2 ranks, 48 MiB for more (their slots are
-  // split among world - 1 sources, and the LL128 two-shot halves each slot again).
-  size_t ll128_bytes = 0;
-  int ll128_blocks = 0;  // 0: 3 per SM (3 x data_blocks)
-  int share_gpu = 0;     // 1: ranks may share a GPU (time-sliced; for tests on fewer GPUs)
-
-  std::string encode() const {
-    std::ostringstream os;
-    os << tune.threads << ' ' << tune.ll_threads << ' ' << tune.min_tile << ' ' << tune.push_min_chunk << ' '
-       << tune.ll_max << ' ' << tune.push_max << ' ' << workspace_bytes << ' ' << data_blocks << ' ' << ll_blocks
-       << ' ' << ll_slot_bytes << ' ' << tune.pdl << ' ' << tune.pipe_tile << ' ' << tune.pipe_min << ' '
-       << tune.ll128_max << ' ' << tune.ll128_min_groups
-       << ' ' << ll128_bytes << ' ' << tune.ll128_threads << ' ' << ll128_blocks << ' '
-       << tune.reg_pipe_min << ' ' << tune.ll128_busy_groups << ' ' << tune.ll128_twoshot_min << ' '
-       << tune.ll128_twoshot_max << ' ' << tune.ll128_rsag_max << ' ' << share_gpu << ' ' << (algo.empty() ? "-" : algo);
-    return os.str();
-  }
-  static Agreed decode(const std::string& s) {
-    Agreed a;
-    std::istringstream is(s);
-    is >> a.tune.threads >> a.tune.ll_threads >> a.tune.min_tile >> a.tune.push_min_chunk >> a.tune.ll_max >>
-        a.tune.push_max >> a.workspace_bytes >> a.data_blocks >> a.ll_blocks >> a.ll_slot_bytes >> a.tune.pdl >>
-        a.tune.pipe_tile >> a.tune.pipe_min >> a.tune.ll128_max >>
-        a.tune.ll128_min_groups >> a.ll128_bytes >> a.tune.ll128_threads >> a.ll128_blocks >>
-        a.tune.reg_pipe_min >> a.tune.ll128_busy_groups >> a.tune.ll128_twoshot_min >> a.tune.ll128_twoshot_max >>
-        a.tune.ll128_rsag_max >> a.share_gpu >> a.algo;
-    if (a.algo == "-") a.algo.clear();
-    return a;
-  }
-};
-
-Agreed local_settings(const GroupContext& ctx, int sm_count) {
-  Agreed a;
-  // setting: ACTORCC_CUDA_THREADS - threads per CTA of the data kernels (default 512)
-  a.tune.threads = static_cast<int>(std::min<size_t>(512, env_size("ACTORCC_CUDA_THREADS", 512)));
-  // setting: ACTORCC_CUDA_MIN_TILE - smallest per-CTA tile in bytes (default 16384)
-  a.tune.min_tile = env_size("ACTORCC_CUDA_MIN_TILE", a.tune.min_tile);
-  // setting: ACTORCC_CUDA_PUSH_CHUNK - smallest per-CTA slice of the one-shot push (default 8192)
-  a.tune.push_min_chunk = env_size("ACTORCC_CUDA_PUSH_CHUNK", a.tune.push_min_chunk);
-  // setting: ACTORCC_CUDA_LL_MAX - all-reduce bytes (2 ranks) up to which the LL one-shot is used
-  a.tune.ll_max = env_size("ACTORCC_CUDA_LL_MAX", a.tune.ll_max);
-  // setting: ACTORCC_CUDA_PUSH_MAX - all-reduce bytes (2 ranks) up to which the one-shot push is used
-  a.tune.push_max = env_size("ACTORCC_CUDA_PUSH_MAX", a.tune.push_max);
-  // setting: ACTORCC_CUDA_BLOCKS - CTAs of the data kernels (default: the GPU's SM count)
-  a.data_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_BLOCKS", sm_count)));
-  // setting: ACTORCC_CUDA_LL_THREADS - threads per CTA of the LL one-shot (default 512)
-  a.tune.ll_threads = static_cast<int>(std::min<size_t>(512, env_size("ACTORCC_CUDA_LL_THREADS", 512)));
-  // setting: ACTORCC_CUDA_LL_BLOCKS - CTAs of the LL one-shot (default 128)
-  a.ll_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL_BLOCKS", a.ll_blocks)));
-  // setting: ACTORCC_CUDA_PDL - 0 disables programmatic dependent launch of the kernels
-  if (auto v = env::get_bool("ACTORCC_CUDA_PDL")) a.tune.pdl = *v ? 1 : 0;
-  // setting: ACTORCC_CUDA_PIPE_TILE - largest per-CTA tile in bytes of the pipelined two-shot
-  a.tune.pipe_tile = env_size("ACTORCC_CUDA_PIPE_TILE", a.tune.pipe_tile);
-  // setting: ACTORCC_CUDA_PIPE_MIN - all-reduce bytes (2 ranks) from which the pipelined two-shot is used
-  a.tune.pipe_min = env_size("ACTORCC_CUDA_PIPE_MIN", a.tune.pipe_min);
-  // setting: ACTORCC_CUDA_LL128_MAX - all-reduce bytes (2 ranks) up to which the LL128 one-shot is used
-  a.tune.ll128_max = env_size("ACTORCC_CUDA_LL128_MAX", a.tune.ll128_max);
-  // setting: ACTORCC_CUDA_LL128_MIN_GROUPS - fewest 4-line groups per CTA of the LL128 one-shot (default 4)
-  a.tune.ll128_min_groups = env_size("ACTORCC_CUDA_LL128_MIN_GROUPS", a.tune.ll128_min_groups);
-  // setting: ACTORCC_CUDA_LL128_BUSY_GROUPS - fewest groups per CTA of the LL128 one-shot while one CTA per SM remains (default 32; 0 off)
-  a.tune.ll128_busy_groups = env_size("ACTORCC_CUDA_LL128_BUSY_GROUPS", a.tune.ll128_busy_groups);
-  // setting: ACTORCC_CUDA_LL128_BYTES - size of the LL128 receive region per rank (default 24 MiB for 2 ranks, 48 MiB for more)
-  a.ll128_bytes = env_size("ACTORCC_CUDA_LL128_BYTES", a.ll128_bytes);
-  // setting: ACTORCC_CUDA_LL128_THREADS - threads per CTA of the LL128 one-shot (default 256)
-  a.tune.ll128_threads = static_cast<int>(std::clamp<size_t>(env_size("ACTORCC_CUDA_LL128_THREADS", 256), 32, 512) / 32 * 32);
-  // setting: ACTORCC_CUDA_LL128_TWOSHOT_MIN - all-reduce bytes (more than 2 ranks) from which the LL128 two-shot is used
-  a.tune.ll128_twoshot_min = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MIN", a.tune.ll128_twoshot_min);
-  // setting: ACTORCC_CUDA_LL128_TWOSHOT_MAX - all-reduce bytes (more than 2 ranks) up to which the LL128 two-shot is used
-  a.tune.ll128_twoshot_max = env_size("ACTORCC_CUDA_LL128_TWOSHOT_MAX", a.tune.ll128_twoshot_max);
-  // setting: ACTORCC_CUDA_LL128_RSAG_MAX - reduce_scatter / all_gather bytes (full buffer) up to which LL128 lines are used (default all; 1: the push kernels)
-  a.tune.ll128_rsag_max = env_size("ACTORCC_CUDA_LL128_RSAG_MAX", a.tune.ll128_rsag_max);
-  // setting: ACTORCC_CUDA_REG_PIPE_MIN - all-reduce bytes (2 ranks) from which registered outputs take the pipelined two-shot
-  a.tune.reg_pipe_min = env_size("ACTORCC_CUDA_REG_PIPE_MIN", a.tune.reg_pipe_min);
-  // setting: ACTORCC_CUDA_LL128_BLOCKS - CTAs of the LL128 one-shot (default 3 x the data kernels' CTAs)
-  a.ll128_blocks = static_cast<int>(std::min<size_t>(cuda::kMaxBlocks, env_size("ACTORCC_CUDA_LL128_BLOCKS", 0)));
-  // setting: ACTORCC_CUDA_SHARE_GPU - 1 lets ranks share a GPU (refused otherwise): every wait on a
-  // rank of the same GPU then lasts until the GPU switches processes, so only for tests that run
-  // more ranks than there are GPUs
-  if (auto v = env::get_bool("ACTORCC_CUDA_SHARE_GPU")) a.share_gpu = *v ? 1 : 0;
-  // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
-  // 64 MiB all-reduce takes exactly two rounds.
-  a.workspace_bytes = ctx.options.workspace_bytes ? ctx.options.workspace_bytes : (136u << 20);
-  a.algo = ctx.options.algo;
-  return a;
-}
-
 // Two ranks on one GPU each spin in kernels that the GPU time-slices between the processes (no
 // concurrency without MPS): every wait for the other rank lasts until the GPU switches, so such a
 // group is refused unless rank 0 allowed it (ACTORCC_CUDA_SHARE_GPU, for tests that run more
@@ -213,14 +122,14 @@ class CudaBackend final : public BackendImpl {
 
     // Local preparation; failures are shared so every rank throws together (same bootstrap calls).
     std::string err;
-    Agreed mine;
+    cuda::Settings mine;
     try {
       ck(cudaSetDevice(device_), "cudaSetDevice");
       const auto& drv = ipc::DriverApi::get();
       if (!drv.ok) throw CudaError("CUDA driver API unavailable: " + drv.error);
       int sms = 0;
       ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
-      mine = local_settings(ctx, sms);
+      mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
       counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
@@ -234,37 +143,28 @@ class CudaBackend final : public BackendImpl {
     if (!all.all_ok())
       throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on " + all.reasons(), ctx.rank);
     int min_blocks = cuda::kMaxBlocks;
-    for (int r = 0; r < ctx.world; ++r) min_blocks = std::min(min_blocks, Agreed::decode(all.text(r)).data_blocks);
-    agreed_ = Agreed::decode(all.text(0));
-    agreed_.data_blocks = std::max(1, min_blocks);
+    for (int r = 0; r < ctx.world; ++r)
+      min_blocks = std::min(min_blocks, cuda::Settings::decode(all.text(r)).tune.data_blocks);
+    agreed_ = cuda::Settings::decode(all.text(0));
+    agreed_.tune.data_blocks = std::max(1, min_blocks);
     bool known = true;
     forced_ = cuda::forced_route(agreed_.algo, known);
     if (!known)
       LOG_WARN("rank " << ctx.rank << ": algorithm '" << agreed_.algo
                        << "' is not a CUDA all-reduce algorithm; using the planner");
-    refuse_shared_gpu(ctx, agreed_.share_gpu != 0);
-    // Workspace layout (see kernels/device_comm.cuh).
-    const int W = ctx.world, NB = agreed_.data_blocks;
-    size_t tile = agreed_.workspace_bytes / (size_t(4) * NB * W);
-    tile = tile / 4096 * 4096;
-    if (tile < 4096) tile = 4096;
+    refuse_shared_gpu(ctx, agreed_.tune.share_gpu != 0);
+    const int W = ctx.world, NB = agreed_.tune.data_blocks;
     DeviceComm& d = dc_;
     d.rank = ctx.rank;
-    d.world = W;
-    d.flags_off = 0;
-    d.desc_off = cuda::flags_bytes();
-    d.ll_off = d.desc_off + cuda::desc_bytes();
-    d.ll_blocks = agreed_.ll_blocks;
-    d.ll_slot_bytes = agreed_.ll_slot_bytes;
-    d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;
-    d.ll128_blocks = agreed_.ll128_blocks > 0 ? agreed_.ll128_blocks : std::min(cuda::kMaxBlocks, 3 * NB);
-    // At least 2 groups of 512 bytes per slot: the LL128 two-shot uses one half for each phase.
-    const size_t ll128_bytes = agreed_.ll128_bytes ? agreed_.ll128_bytes : size_t(24 << 20) * std::min(W - 1, 2);
-    d.ll128_slot_bytes = std::max<size_t>(1024, ll128_bytes / (size_t(2) * d.ll128_blocks * (W - 1)) / 512 * 512);
-    d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
-    d.data_blocks = NB;
-    d.tile_bytes = tile;
-    const size_t total = d.data_off + size_t(4) * NB * W * tile;
+    cuda::WorkspaceShape shape;
+    shape.world = W;
+    shape.data_blocks = NB;
+    shape.push_bytes = agreed_.workspace_bytes;
+    shape.ll_blocks = agreed_.tune.ll_blocks;
+    shape.ll_slot_bytes = agreed_.ll_slot_bytes;
+    shape.ll128_blocks = agreed_.tune.ll128_blocks;
+    shape.ll128_bytes = agreed_.tune.ll128_bytes;
+    const size_t total = cuda::lay_out_workspace(d, shape);
 
     ws_ = ipc::SharedWorkspace::create(ctx, device_, total);
     for (int r = 0; r < cuda::kMaxRanks; ++r) d.ws[r] = r < W ? static_cast<char*>(ws_->peer(r)) : nullptr;
@@ -285,7 +185,7 @@ class CudaBackend final : public BackendImpl {
       if (auto p = w.lock()) *p->abort_word() = 1;
     });
     LOG_INFO("rank " << ctx.rank << ": CUDA backend on device " << device_ << ", workspace " << (total >> 20)
-                     << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << tile << " B");
+                     << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << d.tile_bytes << " B");
   }
 
   ~CudaBackend() override {
@@ -300,12 +200,8 @@ class CudaBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cuda; }
   int device() const override { return device_; }
 
-  cuda::Route pick(Collective c, size_t bytes, bool registered_output) const {
-    return cuda::pick_route(c, bytes, registered_output, ctx_.world, agreed_.tune, forced_);
-  }
-
   std::string plan(Collective c, size_t bytes, bool registered_output) const override {
-    return cuda::route_name(pick(c, bytes, registered_output), c);
+    return cuda::route_name(cuda::pick_route(cuda::plan_args(c, bytes, registered_output, ctx_.world), agreed_.tune, forced_));
   }
 
   void run(const CollArgs& a) override {
@@ -317,45 +213,35 @@ class CudaBackend final : public BackendImpl {
       check_buffer(a.recv, "recv", a);
     }
     auto stream = static_cast<cudaStream_t>(a.stream);
-    if (ctx_.world == 1) return run_single(a, stream);
-    order_after_previous(stream);
     CallArgs ca;
     ca.send = a.send;
     ca.recv = a.recv;
     ca.count = a.count;
-    ca.dtype = static_cast<int>(a.dtype);
-    ca.op = static_cast<int>(a.op);
+    ca.dtype = a.dtype;
+    ca.op = a.op;
     ca.root = a.root;
     ca.coll = static_cast<int>(a.coll);
     ca.stream = stream;
-    cudaError_t e = cudaSuccess;
-    switch (a.coll) {
-      case Collective::AllReduce: {
-        const size_t bytes = a.count * dtype_size(a.dtype);
-        const auto* reg = registered_.find(a.recv, bytes);
-        const cuda::Route algo = pick(a.coll, bytes, reg != nullptr);
-        describe_call(ca, reg, bytes);
-        if (algo == cuda::Route::OneShot) e = cuda::allreduce_ll(dc_, agreed_.tune, ca);
-        else if (algo == cuda::Route::Push) e = cuda::allreduce_push(dc_, agreed_.tune, ca);
-        else if (algo == cuda::Route::Pipe) e = cuda::allreduce_twoshot_pipe(dc_, agreed_.tune, ca);
-        else if (algo == cuda::Route::LL128) e = cuda::allreduce_ll128(dc_, agreed_.tune, ca);
-        else if (algo == cuda::Route::LL128TwoShot) e = cuda::allreduce_ll128_twoshot(dc_, agreed_.tune, ca);
-        else e = cuda::allreduce_twoshot(dc_, agreed_.tune, ca);
-        break;
-      }
-      // `bytes` of plan(): the full buffer, world x count elements.
-      case Collective::ReduceScatter:
-      case Collective::AllGather: {
-        const bool lines = pick(a.coll, a.count * ctx_.world * dtype_size(a.dtype), false) == cuda::Route::LL128Lines;
-        const bool rs = a.coll == Collective::ReduceScatter;
-        e = lines ? (rs ? cuda::reduce_scatter_ll128 : cuda::allgather_ll128)(dc_, agreed_.tune, ca)
-                  : (rs ? cuda::reduce_scatter_push : cuda::allgather_push)(dc_, agreed_.tune, ca);
-        break;
-      }
-      case Collective::Broadcast: e = cuda::broadcast_push(dc_, agreed_.tune, ca); break;
-      case Collective::Barrier: e = cuda::barrier_flags(dc_, agreed_.tune, ca); break;
+    // What the routes' conditions look at; `bytes` as plan() takes it (reduce_scatter /
+    // all_gather: the full buffer, world x count elements).
+    cuda::RouteArgs ra;
+    ra.coll = a.coll;
+    ra.esz = dtype_size(a.dtype);
+    ra.bytes = a.count * ra.esz * (a.coll == Collective::ReduceScatter || a.coll == Collective::AllGather ? ctx_.world : 1);
+    ra.world = ctx_.world;
+    ra.addr = reinterpret_cast<uintptr_t>(a.send) | reinterpret_cast<uintptr_t>(a.recv);
+    const ipc::RegisteredBuffers::Entry* reg = nullptr;
+    if (a.coll == Collective::AllReduce && ctx_.world > 1) {
+      reg = registered_.find(a.recv, ra.bytes);
+      ra.registered = reg != nullptr;
+      describe_call(ca, reg, ra.bytes);
     }
-    ck(e, std::string("launching CUDA ") + std::string(to_string(a.coll)));
+    const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
+    // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
+    if (route != cuda::Route::Copy) order_after_previous(stream);
+    ck(kLaunch[static_cast<size_t>(route)](dc_, agreed_.tune, ca),
+       "launching CUDA " + std::string(to_string(a.coll)) + " (" + cuda::route_name(route) + ")");
+    if (route == cuda::Route::Copy) return;
     last_stream_ = stream;
     have_last_ = true;
   }
@@ -412,7 +298,8 @@ class CudaBackend final : public BackendImpl {
     int code = e[0];
     if (code == cuda::kErrNone) return;
     int peer = e[1], coll = e[2];
-    std::string what = coll >= 0 && coll <= 4 ? std::string(to_string(static_cast<Collective>(coll))) : "collective";
+    std::string what(to_string(static_cast<Collective>(coll)));  // the kernel's record; "invalid" if garbled
+    if (coll < 0 || what == "invalid") what = "collective";
     std::string ms = std::to_string(ctx_.options.timeout.count());
     if (code == cuda::kErrTimeout)
       ctx_.abort->raise(peer, ErrorCode::Timeout,
@@ -468,16 +355,10 @@ class CudaBackend final : public BackendImpl {
     ca.desc = h | 1;  // never 0, the value of a word no call has written
   }
 
-  void run_single(const CollArgs& a, cudaStream_t s) {
-    if (a.coll == Collective::Barrier) return;
-    size_t bytes = a.count * dtype_size(a.dtype);  // every collective of one rank is a copy
-    if (a.send && a.send != a.recv) ck(cudaMemcpyAsync(a.recv, a.send, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-  }
-
   GroupContext& ctx_;
   int device_ = -1;
-  Agreed agreed_;
-  cuda::Route forced_ = cuda::Route::Other;
+  cuda::Settings agreed_;  // rank 0's, data_blocks the smallest of every rank's
+  std::optional<cuda::Route> forced_;
   DeviceComm dc_{};
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<DeviceBuffer> counters_;

@@ -1,6 +1,6 @@
 // Without nvcc the library still builds: the CUDA entry points exist and say why they can't run.
 #ifndef ACTORCC_WITH_CUDA
-#include "core/backend.hpp"
+#include "backends/backend.hpp"
 #include "topology/topology.hpp"
 
 namespace actorcc {

@@ -1,6 +1,6 @@
 // Device barrier on the caller's stream: one CTA, one step, a flag to and from every peer.
 // Later work on the stream starts only after every rank has reached its barrier.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/primitives.cuh"
 
 namespace actorcc::cuda {

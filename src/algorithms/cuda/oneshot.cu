@@ -5,7 +5,7 @@
 // synchronisation cost. Each rank then folds all inputs in rank order (own input read from
 // the user buffer), so every rank produces the same bits. CTA b handles a fixed slice of the
 // message and only exchanges with CTA b of the other ranks.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/primitives.cuh"
 #include "kernels/reduce_ops.cuh"
 
@@ -78,12 +78,7 @@ __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in
 
 }  // namespace
 
-size_t dtype_bytes(int dtype) {
-  static const size_t sz[8] = {4, 2, 2, 8, 1, 1, 4, 8};
-  return dtype >= 0 && dtype < 8 ? sz[dtype] : 0;
-}
-
-cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+cudaError_t oneshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t bytes = a.count * dtype_bytes(a.dtype);
   const size_t units = ceil_div(bytes, 8);
   const size_t cap = c.ll_slot_bytes / 16;  // units per CTA per round

@@ -1,5 +1,5 @@
 // Pipelined two-shot all-reduce ("twoshot_pipe"), for large messages. Same data movement as
-// cuda_twoshot.cu (reduce-scatter by pushing each segment's tile to its owner, the owner folds
+// twoshot.cu (reduce-scatter by pushing each segment's tile to its owner, the owner folds
 // in rank order and pushes the folded tile into every peer's phase-1 slot), but each CTA streams
 // its tiles without waiting for a tile's all-gather before starting the next tile:
 //
@@ -39,7 +39,7 @@
 // word; after its first phase-0 wait it compares the peers' with its own, so a call whose ranks
 // used different registrations, offsets, counts, types or ops fails (kErrMismatch, naming the
 // peer) before any store into a peer's output.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/segment_tiles.cuh"
 #include "kernels/tile_reduce.cuh"
 
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(512) rs_ag_pipe(DeviceComm c, const T* in, T* 
 
 }  // namespace
 
-cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
+cudaError_t twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t esz = dtype_bytes(a.dtype);
   const size_t epv = 16 / esz;
   const size_t count = a.count;

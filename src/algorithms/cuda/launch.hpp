@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "algorithms/cuda_tuning.hpp"
+#include "actorcc/types.hpp"
+#include "algorithms/cuda/routes.hpp"
+#include "algorithms/cuda/tuning.hpp"
 #include "kernels/device_comm.cuh"
 
 namespace actorcc::cuda {
@@ -37,8 +39,8 @@ struct CallArgs {
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;  // as in CollArgs
-  int dtype = 0;
-  int op = 0;
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
   int root = 0;
   int coll = 0;      // actorcc::Collective, recorded with kernel errors
   cudaStream_t stream = nullptr;
@@ -48,22 +50,17 @@ struct CallArgs {
   PeerPtrs direct;   // registered output: each peer's recv mapped here (else all nullptr)
 };
 
-size_t dtype_bytes(int dtype);
+inline size_t dtype_bytes(DataType dtype) { return dtype_size(dtype); }
 
-cudaError_t allreduce_ll(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_oneshot.cu
-cudaError_t allreduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_oneshot_push.cu
-cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);   // cuda_oneshot_ll128.cu
-cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_ll128.cu
-cudaError_t allreduce_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot.cu
-cudaError_t allreduce_twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_pipe.cu
-cudaError_t reduce_scatter_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_reduce_scatter.cu
-cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_allgather.cu
-cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);  // cuda_twoshot_ll128.cu
-cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_twoshot_ll128.cu
-cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_broadcast.cu
-cudaError_t barrier_flags(const DeviceComm& c, const Tuning& t, const CallArgs& a);      // cuda_barrier.cu
+// One launch function per route (algorithms/cuda/routes.hpp), cuda::<name> in <name>.cu; the
+// LL128 reduce_scatter and all_gather share twoshot_ll128.cu's kernel, and so its file.
+using Launch = cudaError_t (*)(const DeviceComm& c, const Tuning& t, const CallArgs& a);
+#define ACTORCC_ROUTE_LAUNCH_DECL(e, name, coll, cond) \
+  cudaError_t name(const DeviceComm& c, const Tuning& t, const CallArgs& a);
+ACTORCC_CUDA_ROUTES(ACTORCC_ROUTE_LAUNCH_DECL)
+#undef ACTORCC_ROUTE_LAUNCH_DECL
 
-// Shared by the two-shot all-reduce and reduce_scatter (cuda_twoshot.cu): reduce-scatter by
+// Shared by the two-shot all-reduce and reduce_scatter_push (twoshot.cu): reduce-scatter by
 // pushing each segment to its owner, then (gather) all-gather by pushing the owner's result.
 // Segment s = elements [s*seg, min(count, (s+1)*seg)); the owner's result goes to
 // out + (gather ? rank*seg : 0).

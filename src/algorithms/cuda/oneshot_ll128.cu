@@ -25,8 +25,8 @@
 // Larger slices than a slot take several rounds (a step each, alternating parity, a CTA barrier
 // between them), as in the LL one-shot. Own input is read from the user buffer, and every rank
 // folds in rank order: the same bits everywhere.
-#include "algorithms/cuda_algorithms.hpp"
-#include "kernels/ll128_lines.cuh"
+#include "algorithms/cuda/launch.hpp"
+#include "algorithms/cuda/ll128_grid.hpp"
 #include "kernels/primitives.cuh"
 #include "kernels/reduce_ops.cuh"
 
@@ -80,13 +80,10 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
 
 }  // namespace
 
-cudaError_t allreduce_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  // Other buffers (planned or forced): the push, or the pipelined two-shot where the push is
-  // slower (above push_max * 2/world).
+// Buffers the lines cannot carry never get here: the planner's ll128_buffers condition.
+cudaError_t oneshot_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t esz = dtype_bytes(a.dtype);
   const size_t bytes = a.count * esz;
-  if (!ll128_supports(a.dtype, a.send, a.recv))
-    return bytes <= t.push_max * 2 / size_t(c.world) ? allreduce_push(c, t, a) : allreduce_twoshot_pipe(c, t, a);
   const Ll128Grid g = plan_ll128(ceil_div(bytes, ll128_group_data(esz)), c.ll128_slot_bytes / kGroupSlot, c, t);
   cudaError_t e = cudaSuccess;
   with_dtype_op(a.dtype, a.op, [&]<typename T, typename Op>() {

@@ -9,7 +9,7 @@
 
 #include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
-#include "core/backend.hpp"
+#include "backends/backend.hpp"
 #include "transport/nccl/nccl_loader.hpp"
 
 namespace actorcc {

@@ -28,8 +28,8 @@
 // In place (NCCL's: the rank's chunk of the full buffer) is safe: a warp stores an output group
 // only after it read the same group's input (the fold uses registers; C(i-2) writes what A(i-2)
 // of the same warp read, and all_gather's own chunk is stored where it was read).
-#include "algorithms/cuda_algorithms.hpp"
-#include "kernels/ll128_lines.cuh"
+#include "algorithms/cuda/launch.hpp"
+#include "algorithms/cuda/ll128_grid.hpp"
 #include "kernels/primitives.cuh"
 #include "kernels/reduce_ops.cuh"
 
@@ -146,17 +146,11 @@ cudaError_t launch_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs&
   return e;
 }
 
-// reduce_scatter's and all_gather's chunks are `chunk` bytes each: the lanes move 4-byte words
-// (and 8-byte elements whole), so every chunk must start at such a boundary too.
-bool chunks_supported(int dtype, const CallArgs& a, size_t chunk) {
-  return ll128_supports(dtype, a.send, a.recv) && chunk % std::max<size_t>(4, dtype_bytes(dtype)) == 0;
-}
-
 }  // namespace
 
-cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  // Buffers the lanes cannot take (planned or forced): the pipelined two-shot.
-  if (!ll128_supports(a.dtype, a.send, a.recv)) return allreduce_twoshot_pipe(c, t, a);
+// Buffers (and reduce_scatter / all_gather chunks) the lines cannot carry never get here: the
+// planner's ll128_buffers and ll128_chunks conditions.
+cudaError_t twoshot_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t esz = dtype_bytes(a.dtype);
   const size_t bytes = a.count * esz;
   const size_t groups = ceil_div(ceil_div(bytes, ll128_group_data(esz)), size_t(c.world));
@@ -165,14 +159,12 @@ cudaError_t allreduce_ll128_twoshot(const DeviceComm& c, const Tuning& t, const 
 
 cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t chunk = a.count * dtype_bytes(a.dtype);
-  if (!chunks_supported(a.dtype, a, chunk)) return reduce_scatter_push(c, t, a);
   const size_t groups = ceil_div(chunk, ll128_group_data(dtype_bytes(a.dtype)));
   return launch_twoshot<true, false>(c, t, a, {groups, chunk, chunk * c.world});
 }
 
 cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t chunk = a.count * dtype_bytes(a.dtype);
-  if (!chunks_supported(a.dtype, a, chunk)) return allgather_push(c, t, a);
   return launch_twoshot<false, true>(c, t, a, {ceil_div(chunk, ll128_group_data(4)), chunk, chunk * c.world});
 }
 

@@ -2,7 +2,7 @@
 // a crash) on machines without a driver.
 #include <cuda_runtime.h>
 
-#include "core/backend.hpp"
+#include "backends/backend.hpp"
 
 namespace actorcc {
 

@@ -2,7 +2,7 @@
 // kernel serves every dtype), writes each into every peer's slot for this rank, copies it to
 // its own place in the output (unless in place), flags, waits for the peers' tiles and copies
 // them from the local slots to their places in the output.
-#include "algorithms/cuda_algorithms.hpp"
+#include "algorithms/cuda/launch.hpp"
 #include "kernels/primitives.cuh"
 
 namespace actorcc::cuda {

@@ -1,0 +1,39 @@
+// The interface every data backend implements (backends/cpu over POSIX shm, backends/cuda over
+// VMM-shared GPU memory, backends/nccl); core/ picks one per group. The Communicator validates
+// arguments before calling in, so backends may assume valid pointers for count > 0, a supported
+// dtype/op and a root in range.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actorcc/error.hpp"
+#include "actorcc/types.hpp"
+#include "group/group_context.hpp"
+
+namespace actorcc {
+
+class BackendImpl {
+ public:
+  virtual ~BackendImpl() = default;
+  virtual Backend kind() const = 0;
+  virtual int device() const { return -1; }
+  virtual void run(const CollArgs& args) = 0;
+  virtual void register_buffer(void* /*ptr*/, size_t /*bytes*/) {}
+  virtual void deregister_buffer(void* /*ptr*/) {}
+  // `registered_output`: the call's output lies in a buffer passed to register_buffer.
+  virtual std::string plan(Collective c, size_t bytes, bool registered_output) const = 0;
+};
+
+// Factories; each throws UnsupportedError with the reason when it cannot serve the group.
+std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx);
+std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx);  // only with ACTORCC_WITH_CUDA
+// All collectives through NCCL (loaded at run time); `why` is logged. Collective over all ranks.
+std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why);
+bool cuda_usable(int device);  // a device this process can use exists (false without a driver)
+// The CUDA ordinal to use: `requested` if >= 0, else the current device; -1 when CUDA is not
+// usable here (no driver, no device). Implemented in backends/cuda/cuda_device_cuda.cpp / backends/backend_stubs.cpp.
+int cuda_resolve_device(int requested);
+
+}  // namespace actorcc

@@ -1,0 +1,42 @@
+// What a backend, a transport or a route is given: the joined group (GroupContext) and one call
+// (CollArgs). Everything below core/ and backends/ depends on this header, never on those.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actorcc/options.hpp"
+#include "actorcc/peer_info.hpp"
+#include "actorcc/types.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "common/abort_signal.hpp"
+
+namespace actorcc {
+
+struct CollArgs {
+  Collective coll = Collective::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // all_reduce/broadcast: elements; reduce_scatter: per-rank output; all_gather: per-rank input
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  int root = 0;
+  void* stream = nullptr;  // the caller's cudaStream_t (actorcc::Stream)
+};
+
+// What a backend is built from: the joined group, its topology and options.
+struct GroupContext {
+  int rank = 0;
+  int world = 1;
+  Options options;
+  std::vector<PeerInfo> peers;
+  int num_nodes = 1;
+  std::vector<int> local_ranks;  // global ranks on this rank's node, in rank order
+  int local_index = 0;           // this rank's index in local_ranks
+  std::string group_tag;         // hex of the token: unique per group, names shm/sockets
+  Bootstrap* bootstrap = nullptr;
+  std::shared_ptr<AbortSignal> abort;
+};
+
+}  // namespace actorcc

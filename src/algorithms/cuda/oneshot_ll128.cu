@@ -6,18 +6,14 @@
 // layout, polling and grid are in kernels/ll128_lines.cuh (shared with the LL128 two-shot).
 //
 // The fold runs while the link is busy: each warp pushes its group i, then receives and folds
-// its group i - 1 (tests/gpu/TUNING.md rows 10-16, 2 x H200), taking its own part of group i - 1
-// from the registers it pushed it from (row 28: 0.5-0.8 us off 8-16 MiB against reading it
-// again). Folding only after every push (as the LL96 one-shot, 12 data bytes per 16-byte line,
-// did before this replaced it) measured 4 MiB 20.9 us for 15.3 us of wire time: the local fold
-// (~3-4 us at 4 MiB) ran after the link had gone idle. A fold 2 groups behind (also with both
-// own parts in registers: 0.4-0.6 us slower at 4-16 MiB, row 29), loading the next group's input
-// early, batches of 2-4 groups, more CTAs per SM and pushing and receiving warp
-// halves all measured no better or slower (the halves also cannot work in place: a receiving
-// warp may overwrite input that a pushing warp has not read yet). Three CTAs of 256 threads per
-// SM (DeviceComm::ll128_blocks) measured ~1 us faster at 1 and 16 MiB than one CTA of 512
-// (row 20). The CTA barrier between rounds stays: without it 16-64 MiB ran 1.3-7 us slower
-// (row 28), although each warp's own chain would order the slots' reuse.
+// its group i - 1, taking its own part of group i - 1 from the registers it pushed it from.
+// Folding only after every push left the link idle during the local fold; a fold further
+// behind, prefetching, batches, more CTAs per SM and split pushing/receiving warps measured no
+// better (and split warps cannot work in place: a receiving warp may overwrite input that a
+// pushing warp has not read yet). Three CTAs of 256 threads per SM (DeviceComm::ll128_blocks)
+// beat one of 512. The CTA barrier between rounds stays although each warp's own chain would
+// order the slots' reuse: CTAs in lock step at round ends measured faster. The measurements:
+// docs/perf/tuning.md.
 //
 // Slots: a region only LL128 lines enter (kernels/device_comm.cuh). A line left by a raw-data
 // protocol could hold the current step's number in its flag word by chance (measured with an
@@ -44,7 +40,7 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
   const size_t groups = (bytes + D - 1) / D;
   const size_t g0 = b * groups_per_block, g1 = min(groups, g0 + groups_per_block);
   // The warp's first input load goes out before the step counter read, so the two latencies
-  // overlap at the start (TUNING.md row 29: 0.2-0.4 us off 4-16 MiB).
+  // overlap at the start (measured faster: docs/perf/tuning.md).
   pdl_wait();
   // This lane's part of the warp's groups i - 1 and i.
   uint4 own{}, pushed = g0 + warp < g1 ? load_part(in, (g0 + warp) * D + ln.off, ln.part, bytes, vec) : uint4{};

@@ -42,7 +42,7 @@ constexpr int kLoadBatch = 3;
 // At most 256 threads, 3 CTAs per SM (the LL128 region's ll128_blocks): 80 registers, no spills
 // but int8 average's. The receives poll one peer after another: loading 4 ranks' lines before
 // waiting for any took ~110 registers (2 CTAs per SM) and measured no faster on 4 ranks
-// (TUNING.md row 33), so the time is not in the polls' latencies.
+// (docs/perf/tuning.md), so the time is not in the polls' latencies.
 constexpr unsigned kMaxThreads = 256;
 
 // Where a call's chunks are: the full buffer's chunk q starts at q * stride; `in` / `out` point

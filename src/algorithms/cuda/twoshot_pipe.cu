@@ -143,7 +143,7 @@ cudaError_t twoshot_pipe(const DeviceComm& c, const Tuning& t, const CallArgs& a
   // Tiles of at most pipe_tile bytes (and a workspace slot). Direct mode (the kernel's
   // `to_peers`) never uses the phase-1 slots, so each source's reduce-scatter slot takes two
   // tiles of the block and tiles may be twice as large: one tile per CTA at 64 MiB instead of
-  // two, two fewer phase ends (TUNING.md row 24: 64 MiB 196-198 -> 192-194 us).
+  // two, two fewer phase ends (measured faster at 64 MiB: docs/perf/tuning.md).
   const bool direct = a.direct.registered();
   const size_t limit = std::max<size_t>(t.pipe_tile, 4096) * (direct ? 2 : 1);
   const size_t max_tile = std::max(epv, std::min(rs_stride(c, a.direct), limit) / esz / epv * epv);

@@ -1,18 +1,19 @@
-// actorcc-vmm-probe: can two processes on this host share GPU memory through CUDA VMM
-// POSIX file descriptors, the way actorcc's IPC transport (and NCCL's cuMem path) does?
+// actorcc-vmm-probe: can two processes on this host share GPU memory through CUDA VMM POSIX
+// file descriptors, the way actorcc's IPC transport (and NCCL's cuMem path) does? It runs the
+// transport itself (transport/ipc: VmmRegion, the Unix-socket fd passing), so a pass here means
+// the library's own path works.
 //
-// The parent allocates with cuMemCreate (POSIX-fd handle type), writes a pattern, exports the
-// handle as a file descriptor and passes it over a Unix socket (SCM_RIGHTS) to a child it
-// spawns (this same binary, with --child). The child imports, maps, sets access for its own
-// device and reads the pattern back. With --child-visible-devices the child gets its own
-// CUDA_VISIBLE_DEVICES, so each process sees only its one GPU, as Ray actors do.
+// The parent allocates an exportable region, writes a pattern, exports the handle as a file
+// descriptor and passes it over a Unix socket (SCM_RIGHTS) to a child it spawns (this same
+// binary, with --child). The child imports, maps, sets access for its own device and reads the
+// pattern back. With --child-visible-devices the child gets its own CUDA_VISIBLE_DEVICES, so each
+// process sees only its one GPU, as Ray actors do.
 //
 // Prints one JSON line; exit status 0 = works, 1 = failed, 2 = skipped (no GPU or driver).
-// Driver functions come from cudaGetDriverEntryPointByVersion: no link against libcuda, so
-// the binary starts (and exits 2) on machines without a driver.
+// Driver functions come from cudaGetDriverEntryPointByVersion (transport/ipc/driver_api): no
+// link against libcuda, so the binary starts (and exits 2) on machines without a driver.
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -24,69 +25,31 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
+
+#include "common/deadline.hpp"
+#include "transport/ipc/driver_api.hpp"
+#include "transport/ipc/uds.hpp"
+#include "transport/ipc/vmm.hpp"
 
 extern char** environ;
 
 namespace {
 
-// ---- driver entry points (resolved at run time)
-struct Driver {
-  CUresult (*DeviceGet)(CUdevice*, int);
-  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
-  CUresult (*GetErrorName)(CUresult, const char**);
-  CUresult (*MemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags);
-  CUresult (*MemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
-  CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-  CUresult (*MemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
-  CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-  CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-  CUresult (*MemUnmap)(CUdeviceptr, size_t);
-  CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
-  CUresult (*MemExportToShareableHandle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
-  CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType);
-};
+using actorcc::Deadline;
+namespace ipc = actorcc::ipc;
 
 std::string g_error;  // first failure, "step: reason"
 
-template <typename F>
-bool resolve(const char* name, F& fn) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || p == nullptr) {
-    g_error = std::string("driver has no ") + name;
-    return false;
-  }
-  fn = reinterpret_cast<F>(p);
-  return true;
+void fail(const std::string& why) {
+  if (g_error.empty()) g_error = why;
 }
 
-bool load(Driver& d) {
-  return resolve("cuDeviceGet", d.DeviceGet) && resolve("cuDeviceGetAttribute", d.DeviceGetAttribute) &&
-         resolve("cuGetErrorName", d.GetErrorName) &&
-         resolve("cuMemGetAllocationGranularity", d.MemGetAllocationGranularity) &&
-         resolve("cuMemCreate", d.MemCreate) && resolve("cuMemRelease", d.MemRelease) &&
-         resolve("cuMemAddressReserve", d.MemAddressReserve) && resolve("cuMemAddressFree", d.MemAddressFree) &&
-         resolve("cuMemMap", d.MemMap) && resolve("cuMemUnmap", d.MemUnmap) &&
-         resolve("cuMemSetAccess", d.MemSetAccess) &&
-         resolve("cuMemExportToShareableHandle", d.MemExportToShareableHandle) &&
-         resolve("cuMemImportFromShareableHandle", d.MemImportFromShareableHandle);
-}
-
-Driver g_cu{};
-
-bool cu_ok(CUresult r, const char* step) {
-  if (r == CUDA_SUCCESS) return true;
-  const char* name = "?";
-  if (g_cu.GetErrorName) g_cu.GetErrorName(r, &name);
-  if (g_error.empty()) g_error = std::string(step) + ": " + name + " (" + std::to_string(int(r)) + ")";
-  return false;
-}
 bool rt_ok(cudaError_t r, const char* step) {
   if (r == cudaSuccess) return true;
-  if (g_error.empty()) g_error = std::string(step) + ": " + cudaGetErrorName(r) + " (" + std::to_string(int(r)) + ")";
+  fail(std::string(step) + ": " + cudaGetErrorName(r) + " (" + std::to_string(int(r)) + ")");
   return false;
 }
 
@@ -103,7 +66,6 @@ uint32_t pattern(size_t i) { return uint32_t(i * 2654435761u) ^ 0x5a5a0000u; }
 
 // ---- this process's GPU
 struct Gpu {
-  CUdevice dev = 0;
   char bus[32] = "";
 };
 
@@ -115,42 +77,30 @@ int open_gpu(Gpu& g) {
     g_error = std::string("no GPU: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 2;
   }
-  if (!load(g_cu)) return 1;
+  const auto& drv = ipc::DriverApi::get();
+  if (!drv.ok) {
+    fail(drv.error);
+    return 1;
+  }
   if (!rt_ok(cudaSetDevice(0), "cudaSetDevice") || !rt_ok(cudaFree(nullptr), "cudaFree(0)")) return 1;
-  if (!cu_ok(g_cu.DeviceGet(&g.dev, 0), "cuDeviceGet")) return 1;
   cudaDeviceGetPCIBusId(g.bus, sizeof g.bus, 0);
+  // The transport's driver table has no attribute query; the runtime has no name for this one.
+  using GetAttribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
   int fd_ok = 0;
-  g_cu.DeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, g.dev);
+  CUdevice dev = 0;
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      fn && drv.cuDeviceGet(&dev, 0) == CUDA_SUCCESS)
+    reinterpret_cast<GetAttribute>(fn)(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
   if (!fd_ok) {
-    g_error = "device does not support POSIX fd memory handles";
+    fail("device does not support POSIX fd memory handles");
     return 1;
   }
   return 0;
 }
 
-CUmemAllocationProp prop_for(CUdevice dev) {
-  CUmemAllocationProp p{};
-  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  p.location.id = dev;
-  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  return p;
-}
-
-// Maps `h` (size bytes) and gives `dev` read/write access; returns 0 on failure.
-CUdeviceptr map_rw(CUmemGenericAllocationHandle h, size_t bytes, CUdevice dev) {
-  CUdeviceptr va = 0;
-  if (!cu_ok(g_cu.MemAddressReserve(&va, bytes, 0, 0, 0), "cuMemAddressReserve")) return 0;
-  if (!cu_ok(g_cu.MemMap(va, bytes, 0, h, 0), "cuMemMap")) return 0;
-  CUmemAccessDesc a{};
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = dev;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (!cu_ok(g_cu.MemSetAccess(va, bytes, &a, 1), "cuMemSetAccess")) return 0;
-  return va;
-}
-
-// ---- the socket: the fd rides in SCM_RIGHTS next to a small payload
+// ---- what travels over the socket: the fd rides beside Offer; Reply comes back
 struct Offer {
   uint64_t bytes;
 };
@@ -161,43 +111,6 @@ struct Reply {
   char error[224];
 };
 
-bool send_fd(int s, int fd, const Offer& o) {
-  msghdr m{};
-  iovec io{const_cast<Offer*>(&o), sizeof o};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
-  m.msg_control = buf;
-  m.msg_controllen = sizeof buf;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(s, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof o);
-}
-
-int recv_fd(int s, Offer& o) {
-  msghdr m{};
-  iovec io{&o, sizeof o};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
-  m.msg_control = buf;
-  m.msg_controllen = sizeof buf;
-  if (recvmsg(s, &m, MSG_WAITALL) != static_cast<ssize_t>(sizeof o)) return -1;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-  return fd;
-}
-
-bool wait_readable(int s, int timeout_ms) {
-  pollfd p{s, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1;
-}
-
 // ---- child: import, map, set access, read the pattern
 int child_main(int sock, int timeout_s) {
   alarm(timeout_s);  // never outlive a stuck parent
@@ -205,31 +118,26 @@ int child_main(int sock, int timeout_s) {
   Gpu g;
   int st = open_gpu(g);
   std::snprintf(r.bus, sizeof r.bus, "%s", g.bus);
-  Offer o{};
-  int fd = wait_readable(sock, timeout_s * 1000) ? recv_fd(sock, o) : -1;
-  if (st == 0 && fd < 0) g_error = "no file descriptor from the parent";
-  if (st == 0 && fd >= 0) {
-    auto t0 = std::chrono::steady_clock::now();
-    CUmemGenericAllocationHandle h{};
-    CUdeviceptr va = 0;
-    if (cu_ok(g_cu.MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
-                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-              "cuMemImportFromShareableHandle"))
-      va = map_rw(h, o.bytes, g.dev);
-    r.import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (va) {
+  try {
+    Offer o{};
+    ipc::UniqueFd fd = ipc::uds_recv(sock, &o, sizeof o, Deadline::after(std::chrono::seconds(timeout_s)));
+    if (st == 0 && !fd.valid()) fail("no file descriptor from the parent");
+    if (st == 0 && fd.valid()) {
+      auto t0 = std::chrono::steady_clock::now();
+      ipc::VmmRegion region = ipc::VmmRegion::import(fd.get(), o.bytes, 0);
+      r.import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::vector<uint32_t> host(o.bytes / 4);
-      if (rt_ok(cudaMemcpy(host.data(), reinterpret_cast<void*>(va), o.bytes, cudaMemcpyDeviceToHost),
+      if (rt_ok(cudaMemcpy(host.data(), region.ptr(), o.bytes, cudaMemcpyDeviceToHost),
                 "cudaMemcpy from the imported memory")) {
         size_t bad = 0;
         for (size_t i = 0; i < host.size(); ++i) bad += host[i] != pattern(i);
-        if (bad) g_error = "pattern mismatch in " + std::to_string(bad) + " of " + std::to_string(host.size()) + " words";
+        if (bad) fail("pattern mismatch in " + std::to_string(bad) + " of " + std::to_string(host.size()) + " words");
         r.ok = bad == 0;
       }
-      g_cu.MemUnmap(va, o.bytes);
-      g_cu.MemAddressFree(va, o.bytes);
-      g_cu.MemRelease(h);
     }
+  } catch (const std::exception& e) {
+    fail(e.what());
+    r.ok = 0;
   }
   std::snprintf(r.error, sizeof r.error, "%s", g_error.c_str());
   ssize_t w = write(sock, &r, sizeof r);
@@ -259,37 +167,9 @@ int finish(int code, const Args& a, const Gpu& g, const Reply* r, size_t bytes) 
   return code;
 }
 
-int parent_main(const Args& a, const char* self) {
-  Gpu g;
-  int st = open_gpu(g);
-  if (st) return finish(st, a, g, nullptr, 0);
-  CUmemAllocationProp prop = prop_for(g.dev);
-  size_t gran = 0;
-  if (!cu_ok(g_cu.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-             "cuMemGetAllocationGranularity"))
-    return finish(1, a, g, nullptr, 0);
-  size_t bytes = (a.bytes + gran - 1) / gran * gran;
-  CUmemGenericAllocationHandle h{};
-  if (!cu_ok(g_cu.MemCreate(&h, bytes, &prop, 0), "cuMemCreate")) return finish(1, a, g, nullptr, bytes);
-  CUdeviceptr va = map_rw(h, bytes, g.dev);
-  if (!va) return finish(1, a, g, nullptr, bytes);
-  std::vector<uint32_t> host(bytes / 4);
-  for (size_t i = 0; i < host.size(); ++i) host[i] = pattern(i);
-  if (!rt_ok(cudaMemcpy(reinterpret_cast<void*>(va), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
-    return finish(1, a, g, nullptr, bytes);
-  int fd = -1;
-  if (!cu_ok(g_cu.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-             "cuMemExportToShareableHandle"))
-    return finish(1, a, g, nullptr, bytes);
-
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    g_error = std::string("socketpair: ") + strerror(errno);
-    return finish(1, a, g, nullptr, bytes);
-  }
-  // The child's end must survive exec: dup it without CLOEXEC.
-  int child_end = dup(sv[1]);
-  std::string fd_arg = std::to_string(child_end), t_arg = std::to_string(a.timeout_s);
+// Spawns this binary as the importing child on the socket `child_end`; -1 on failure.
+pid_t spawn_child(const Args& a, const char* self, int child_end) {
+  const std::string fd_arg = std::to_string(child_end), t_arg = std::to_string(a.timeout_s);
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e)
     if (!a.child_cvd_set || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_store.emplace_back(*e);
@@ -299,29 +179,61 @@ int parent_main(const Args& a, const char* self) {
   envp.push_back(nullptr);
   const char* argv[] = {self, "--child", fd_arg.c_str(), "--timeout", t_arg.c_str(), nullptr};
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, const_cast<char**>(argv), envp.data());
-  close(child_end);
-  close(sv[1]);
+  const int rc = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, const_cast<char**>(argv), envp.data());
   if (rc != 0) {
-    g_error = std::string("posix_spawn: ") + strerror(rc);
+    fail(std::string("posix_spawn: ") + strerror(rc));
+    return -1;
+  }
+  return pid;
+}
+
+int parent_main(const Args& a, const char* self) {
+  Gpu g;
+  int st = open_gpu(g);
+  if (st) return finish(st, a, g, nullptr, 0);
+  size_t bytes = 0;
+  try {
+    ipc::VmmRegion region = ipc::VmmRegion::allocate(a.bytes, 0);
+    bytes = region.size();
+    std::vector<uint32_t> host(bytes / 4);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = pattern(i);
+    if (!rt_ok(cudaMemcpy(region.ptr(), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
+      return finish(1, a, g, nullptr, bytes);
+    ipc::UniqueFd fd = region.export_fd();
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      fail(std::string("socketpair: ") + strerror(errno));
+      return finish(1, a, g, nullptr, bytes);
+    }
+    ipc::UniqueFd mine(sv[0]), theirs(sv[1]);
+    // The child's end must survive exec: a duplicate without CLOEXEC.
+    const pid_t pid = [&] {
+      ipc::UniqueFd child_end(dup(theirs.get()));
+      return spawn_child(a, self, child_end.get());
+    }();
+    theirs.reset();
+    if (pid < 0) return finish(1, a, g, nullptr, bytes);
+    Reply r{};
+    bool got = false;
+    try {
+      const Offer o{bytes};
+      ipc::uds_send(mine.get(), &o, sizeof o, fd.get());
+      ipc::uds_recv(mine.get(), &r, sizeof r, Deadline::after(std::chrono::seconds(a.timeout_s)));
+      got = true;
+    } catch (const std::exception& e) {
+      fail(std::string("the importing process did not answer in ") + std::to_string(a.timeout_s) + " s (" +
+           e.what() + ")");
+    }
+    if (!got) kill(pid, SIGKILL);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    if (got && !r.ok && r.error[0] == '\0') std::snprintf(r.error, sizeof r.error, "child failed");
+    return finish(got && r.ok ? 0 : 1, a, g, got ? &r : nullptr, bytes);
+  } catch (const std::exception& e) {
+    fail(e.what());
     return finish(1, a, g, nullptr, bytes);
   }
-  Reply r{};
-  bool got = false;
-  if (send_fd(sv[0], fd, Offer{bytes}) && wait_readable(sv[0], a.timeout_s * 1000))
-    got = read(sv[0], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
-  if (!got) {
-    kill(pid, SIGKILL);
-    if (g_error.empty()) g_error = "the importing process did not answer in " + std::to_string(a.timeout_s) + " s";
-  }
-  int wst = 0;
-  waitpid(pid, &wst, 0);
-  close(fd);
-  g_cu.MemUnmap(va, bytes);
-  g_cu.MemAddressFree(va, bytes);
-  g_cu.MemRelease(h);
-  if (got && !r.ok && r.error[0] == '\0') std::snprintf(r.error, sizeof r.error, "child failed");
-  return finish(got && r.ok ? 0 : 1, a, g, got ? &r : nullptr, bytes);
 }
 
 }  // namespace

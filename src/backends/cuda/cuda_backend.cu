@@ -14,6 +14,7 @@
 #include "algorithms/cuda/planner.hpp"
 #include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
+#include "common/cuda_owners.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
@@ -38,55 +39,15 @@ constexpr cuda::Launch kLaunch[] = {
 #undef ACTORCC_ROUTE_LAUNCH
 };
 
-void ck(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    throw CudaError(what + ": " + cudaGetErrorString(e));
-  }
-}
+using cuda_rt::check;
+using cuda_rt::DeviceGuard;
 
-// Host-mapped words: [0] abort (host -> device), [4..7] error record (device -> host).
-struct HostWords {
-  int* host = nullptr;
-  int* dev = nullptr;
-  HostWords() {
-    ck(cudaHostAlloc(reinterpret_cast<void**>(&host), 64, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
-    std::memset(host, 0, 64);
-    ck(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0), "cudaHostGetDevicePointer");
-  }
-  ~HostWords() {
-    if (host) cudaFreeHost(host);
-  }
-  HostWords(const HostWords&) = delete;
-  HostWords& operator=(const HostWords&) = delete;
-  volatile int* abort_word() const { return host; }
-  volatile int* error() const { return host + 4; }
-};
-
-// Owns a cudaMalloc'd range.
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t n) {
-    ck(cudaMalloc(&p, n), "cudaMalloc");
-    ck(cudaMemset(p, 0, n), "cudaMemset");
-  }
-  ~DeviceBuffer() {
-    if (p) cudaFree(p);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-// Restores the caller's current device.
-struct DeviceGuard {
-  int prev = -1;
-  explicit DeviceGuard(int dev) {
-    if (cudaGetDevice(&prev) == cudaSuccess && prev != dev) ck(cudaSetDevice(dev), "cudaSetDevice");
-    else prev = -1;
-  }
-  ~DeviceGuard() {
-    if (prev >= 0) cudaSetDevice(prev);
-  }
+// The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..7] the
+// error record (device -> host: code, peer, collective).
+struct HostWords : cuda_rt::HostMappedWords {
+  HostWords() : cuda_rt::HostMappedWords(64) {}
+  volatile int* abort_word() const { return host(); }
+  volatile int* error() const { return host() + 4; }
 };
 
 // Two ranks on one GPU each spin in kernels that the GPU time-slices between the processes (no
@@ -110,7 +71,7 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
 class CudaBackend final : public BackendImpl {
  public:
   explicit CudaBackend(GroupContext& ctx) : ctx_(ctx), device_(ctx.options.device) {
-    if (device_ < 0) ck(cudaGetDevice(&device_), "cudaGetDevice");
+    if (device_ < 0) check(cudaGetDevice(&device_), "cudaGetDevice");
     if (ctx.world == 1) return;  // a one-rank group only copies; nothing to share
     if (ctx.num_nodes > 1)
       throw UnsupportedError("rank " + std::to_string(ctx.rank) +
@@ -124,18 +85,16 @@ class CudaBackend final : public BackendImpl {
     std::string err;
     cuda::Settings mine;
     try {
-      ck(cudaSetDevice(device_), "cudaSetDevice");
+      check(cudaSetDevice(device_), "cudaSetDevice");
       const auto& drv = ipc::DriverApi::get();
       if (!drv.ok) throw CudaError("CUDA driver API unavailable: " + drv.error);
       int sms = 0;
-      ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
-      counters_ = std::make_unique<DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
-      cudaEvent_t ev = nullptr;
-      ck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
-      order_event_.reset(ev);
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
+      order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
       err = Outcomes::reason(e);
     }
@@ -168,9 +127,9 @@ class CudaBackend final : public BackendImpl {
 
     ws_ = ipc::SharedWorkspace::create(ctx, device_, total);
     for (int r = 0; r < cuda::kMaxRanks; ++r) d.ws[r] = r < W ? static_cast<char*>(ws_->peer(r)) : nullptr;
-    d.counters = static_cast<unsigned long long*>(counters_->p);
-    d.abort_word = words_->dev;
-    d.error = words_->dev + 4;
+    d.counters = static_cast<unsigned long long*>(counters_->get());
+    d.abort_word = words_->dev();
+    d.error = words_->dev() + 4;
     d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
@@ -239,7 +198,7 @@ class CudaBackend final : public BackendImpl {
     const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
     if (route != cuda::Route::Copy) order_after_previous(stream);
-    ck(kLaunch[static_cast<size_t>(route)](dc_, agreed_.tune, ca),
+    check(kLaunch[static_cast<size_t>(route)](dc_, agreed_.tune, ca),
        "launching CUDA " + std::string(to_string(a.coll)) + " (" + cuda::route_name(route) + ")");
     if (route == cuda::Route::Copy) return;
     last_stream_ = stream;
@@ -259,7 +218,7 @@ class CudaBackend final : public BackendImpl {
     DeviceGuard guard(device_);
     // Our kernels may still store into the peers' buffers; every rank syncs before the
     // all-gather inside remove(), so after it no kernel anywhere uses the mappings.
-    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize (deregister_buffer)");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (deregister_buffer)");
     registered_.remove(ctx_, ptr);
   }
 
@@ -331,8 +290,8 @@ class CudaBackend final : public BackendImpl {
       return;
     }
     if (cs != cudaStreamCaptureStatusNone || ls != cudaStreamCaptureStatusNone) return;
-    ck(cudaEventRecord(order_event_.get(), last_stream_), "cudaEventRecord");
-    ck(cudaStreamWaitEvent(s, order_event_.get(), 0), "cudaStreamWaitEvent");
+    check(cudaEventRecord(order_event_->get(), last_stream_), "cudaEventRecord");
+    check(cudaStreamWaitEvent(s, order_event_->get(), 0), "cudaStreamWaitEvent");
   }
 
   // The pipelined two-shot's call descriptor (equal on every rank for a well-formed call) and,
@@ -361,14 +320,10 @@ class CudaBackend final : public BackendImpl {
   std::optional<cuda::Route> forced_;
   DeviceComm dc_{};
   std::shared_ptr<HostWords> words_;
-  std::unique_ptr<DeviceBuffer> counters_;
+  std::unique_ptr<cuda_rt::DeviceBuffer> counters_;
   std::unique_ptr<ipc::SharedWorkspace> ws_;
   ipc::RegisteredBuffers registered_;
-  // Owned here, so a constructor that throws after creating it does not leak it.
-  struct EventDestroy {
-    void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
-  };
-  std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy> order_event_;
+  std::unique_ptr<cuda_rt::Event> order_event_;
   cudaStream_t last_stream_ = nullptr;
   bool have_last_ = false;
   std::array<const void*, 8> checked_{};

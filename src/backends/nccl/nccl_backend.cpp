@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "bootstrap/outcomes.hpp"
+#include "common/cuda_owners.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "transport/nccl/nccl_loader.hpp"
@@ -15,9 +16,7 @@
 namespace actorcc {
 namespace {
 
-void cuda_check(cudaError_t e, const char* what, int rank) {
-  if (e != cudaSuccess) throw CudaError("rank " + std::to_string(rank) + ": " + what + ": " + cudaGetErrorString(e), rank);
-}
+using cuda_rt::check;
 
 // Shared with the abort listener, which may fire from the bootstrap's reader thread after the
 // backend is gone: it holds only a weak reference.
@@ -36,7 +35,7 @@ class NcclBackend final : public BackendImpl {
     // wrongly (the others taking its failure report for NCCL's id, then waiting in NCCL's setup).
     std::string id, err;
     try {
-      cuda_check(cudaSetDevice(device_), "cudaSetDevice", ctx.rank);
+      check(cudaSetDevice(device_), "cudaSetDevice", ctx.rank);
       state_->lib = nccl::NcclLib::load(nccl::default_library());
       if (ctx.rank == 0) id = state_->lib->unique_id();
     } catch (const std::exception& e) {
@@ -55,7 +54,7 @@ class NcclBackend final : public BackendImpl {
       if (!ctx.abort->raised()) ctx.bootstrap->abort(std::string("NCCL setup failed: ") + e.what());
       throw;
     }
-    cuda_check(cudaMalloc(&scratch_, 16), "cudaMalloc(barrier scratch)", ctx.rank);
+    check(cudaMalloc(&scratch_, 16), "cudaMalloc(barrier scratch)", ctx.rank);
     std::weak_ptr<NcclState> weak = state_;
     ctx.abort->on_raise([weak] {
       // ncclCommAbort unblocks NCCL kernels waiting for a rank that is gone.

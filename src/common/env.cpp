@@ -13,28 +13,31 @@ std::optional<std::string> get(const char* name) {
   return std::string(v);
 }
 
-std::optional<int64_t> get_int(const char* name) {
+namespace {
+
+// The variable parsed whole by `parse` (std::stoll / std::stod style), or InvalidArgument naming it.
+template <typename T, typename Parse>
+std::optional<T> get_number(const char* name, Parse parse, const char* what) {
   auto v = get(name);
   if (!v) return std::nullopt;
   try {
     size_t used = 0;
-    int64_t x = std::stoll(*v, &used, 0);
+    T x = parse(*v, &used);
     if (used == v->size()) return x;
   } catch (const std::exception&) {
   }
-  throw InvalidArgument(std::string(name) + "='" + *v + "' is not an integer");
+  throw InvalidArgument(std::string(name) + "='" + *v + "' is not " + what);
+}
+
+}  // namespace
+
+std::optional<int64_t> get_int(const char* name) {
+  return get_number<int64_t>(name, [](const std::string& s, size_t* used) { return std::stoll(s, used, 0); },
+                             "an integer");
 }
 
 std::optional<double> get_double(const char* name) {
-  auto v = get(name);
-  if (!v) return std::nullopt;
-  try {
-    size_t used = 0;
-    double x = std::stod(*v, &used);
-    if (used == v->size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw InvalidArgument(std::string(name) + "='" + *v + "' is not a number");
+  return get_number<double>(name, [](const std::string& s, size_t* used) { return std::stod(s, used); }, "a number");
 }
 
 std::optional<bool> get_bool(const char* name) {

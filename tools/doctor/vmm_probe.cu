@@ -84,15 +84,10 @@ int open_gpu(Gpu& g) {
   }
   if (!rt_ok(cudaSetDevice(0), "cudaSetDevice") || !rt_ok(cudaFree(nullptr), "cudaFree(0)")) return 1;
   cudaDeviceGetPCIBusId(g.bus, sizeof g.bus, 0);
-  // The transport's driver table has no attribute query; the runtime has no name for this one.
-  using GetAttribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
   int fd_ok = 0;
   CUdevice dev = 0;
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-      fn && drv.cuDeviceGet(&dev, 0) == CUDA_SUCCESS)
-    reinterpret_cast<GetAttribute>(fn)(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
+  if (drv.cuDeviceGet(&dev, 0) == CUDA_SUCCESS)
+    drv.cuDeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
   if (!fd_ok) {
     fail("device does not support POSIX fd memory handles");
     return 1;

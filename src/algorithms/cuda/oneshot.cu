@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in
 
 }  // namespace
 
+// One 8-byte unit per thread and peer per round, as many CTAs as the LL slots allow.
 cudaError_t oneshot(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
   const size_t bytes = a.count * dtype_bytes(a.dtype);
   const size_t units = ceil_div(bytes, 8);

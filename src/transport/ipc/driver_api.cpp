@@ -29,19 +29,9 @@ bool resolve(Fn& fn, const char* name, std::string& err) {
 DriverApi load() {
   DriverApi d;
   bool ok = true;
-  ok &= resolve(d.cuGetErrorString, "cuGetErrorString", d.error);
-  ok &= resolve(d.cuMemCreate, "cuMemCreate", d.error);
-  ok &= resolve(d.cuMemRelease, "cuMemRelease", d.error);
-  ok &= resolve(d.cuMemExportToShareableHandle, "cuMemExportToShareableHandle", d.error);
-  ok &= resolve(d.cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", d.error);
-  ok &= resolve(d.cuMemAddressReserve, "cuMemAddressReserve", d.error);
-  ok &= resolve(d.cuMemAddressFree, "cuMemAddressFree", d.error);
-  ok &= resolve(d.cuMemMap, "cuMemMap", d.error);
-  ok &= resolve(d.cuMemUnmap, "cuMemUnmap", d.error);
-  ok &= resolve(d.cuMemSetAccess, "cuMemSetAccess", d.error);
-  ok &= resolve(d.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", d.error);
-  ok &= resolve(d.cuDeviceGet, "cuDeviceGet", d.error);
-  ok &= resolve(d.cuMemGetAddressRange, "cuMemGetAddressRange", d.error);
+#define ACTORCC_DRIVER_RESOLVE(name) ok &= resolve(d.name, #name, d.error);
+  ACTORCC_DRIVER_ENTRIES(ACTORCC_DRIVER_RESOLVE)
+#undef ACTORCC_DRIVER_RESOLVE
   d.ok = ok;
   return d;
 }

@@ -8,21 +8,17 @@
 
 namespace actorcc::ipc {
 
+// The entry points, each resolved by its unversioned name and typed by cuda.h's prototype.
+#define ACTORCC_DRIVER_ENTRIES(X)                                                                 \
+  X(cuGetErrorString) X(cuMemCreate) X(cuMemRelease) X(cuMemExportToShareableHandle)              \
+  X(cuMemImportFromShareableHandle) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap)        \
+  X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuDeviceGet)                 \
+  X(cuDeviceGetAttribute) X(cuMemGetAddressRange)
+
 struct DriverApi {
-  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
-  CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
-  CUresult (*cuMemRelease)(CUmemGenericAllocationHandle) = nullptr;
-  CUresult (*cuMemExportToShareableHandle)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
-                                           unsigned long long) = nullptr;
-  CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
-  CUresult (*cuMemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
-  CUresult (*cuMemAddressFree)(CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
-  CUresult (*cuMemUnmap)(CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
-  CUresult (*cuMemGetAllocationGranularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
-  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
-  CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+#define ACTORCC_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  ACTORCC_DRIVER_ENTRIES(ACTORCC_DRIVER_MEMBER)
+#undef ACTORCC_DRIVER_MEMBER
 
   bool ok = false;       // every entry above resolved
   std::string error;     // why not, when !ok

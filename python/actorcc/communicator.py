@@ -17,9 +17,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
-from ._actorcc import _Communicator, UniqueId
+from ._actorcc import RemoteError, UniqueId, UnsupportedError, _Communicator
+from ._actorcc import TimeoutError as _TimeoutError
 
 __all__ = ["Communicator", "Work"]
+
+# Errors the group reports about other ranks (see Communicator.__exit__).
+_GROUP_ERRORS = (RemoteError, _TimeoutError)
 
 _OPS = T.OP_CODES
 _torch_dtypes = T._torch_dtypes
@@ -384,9 +388,13 @@ class Communicator:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        # Leaving the block on an error: tell the other ranks now instead of letting them wait
-        # for their timeout.
-        if exc is not None and not self.closed:
+        # Leaving the block on an error raised here: tell the other ranks now instead of
+        # letting them wait for their timeout. Not on an error the group itself raised (another
+        # rank aborted, died or timed out): every rank already learns of that from the library,
+        # naming the rank at fault, and an abort of ours would name *this* rank instead. It
+        # could even overtake the first abort (a peer sees it through shared memory before the
+        # root does), so that the other ranks would get this rank as the culprit.
+        if exc is not None and not self.closed and not self.aborted and not isinstance(exc, _GROUP_ERRORS):
             try:
                 self.abort(f"rank {self._rank} left its `with` block on {exc_type.__name__}: {exc}")
             except Exception:

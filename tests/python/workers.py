@@ -336,3 +336,25 @@ def abort_other(rank, world, uid):
     time.sleep(0.2)
     comm.all_reduce(np.ones(8, np.float32))
     return "no error"
+
+
+
+def raise_in_with(rank, world, uids, culprit):
+    """One group per uid, in turn: `culprit` raises a plain exception inside its `with` block
+    while the others keep all-reducing. Returns, per group, what this rank got: (exception
+    type, its .rank, message). The others must get a RemoteError naming `culprit`, never a
+    rank that only left its own block on that RemoteError."""
+    got = []
+    for uid in uids:
+        try:
+            with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+                x = np.ones(1000, np.float32)
+                comm.all_reduce(x)
+                if rank == culprit:
+                    raise ValueError("raised inside the with block")
+                for _ in range(3):
+                    comm.all_reduce(x)
+            got.append(("no error", None, ""))
+        except Exception as e:  # noqa: BLE001 - what each rank saw is the result
+            got.append((type(e).__name__, getattr(e, "rank", None), str(e)))
+    return got

@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "== $*"; }
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# GPUS=0 runs the CPU sweep on a machine with GPUs too (CI does, in scripts/fresh_clone_bench.sh).
+gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 if [ "${gpus:-0}" -gt 0 ]; then
   cuda=ON
   BUILD=${BUILD:-build/main}

@@ -10,8 +10,9 @@ From the driver, any actors (no special base class or method needed):
     comm = actorcc.ray.get_group("train")      # an actorcc.Communicator
     comm.all_reduce(tensor)
 
-create_group makes one UniqueId on the driver (the group's root runs in the driver process,
-which must stay up while the group forms), then every actor joins concurrently through
+create_group makes one UniqueId on the driver (the group's root runs in the driver process
+for the group's whole life: if the driver exits, every actor's calls on the group fail at
+once with RemoteError), then every actor joins concurrently through
 ``actor.__ray_call__`` (which Ray adds to every actor class), so actors may start in any order
 and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
 that did not (dead, busy, or unable to join) and what every other one reported.

@@ -97,3 +97,23 @@ def test_exception_in_with_block_names_its_rank():
             kind, culprit, msg = res[r][g]
             assert kind == "RemoteError" and culprit == 2, (g, r, res[r][g])
             assert "rank 2 left its `with` block on ValueError" in msg, (g, r, msg)
+
+
+def test_group_fails_when_the_root_process_dies():
+    # What the docs say about UniqueId.create: the creating process hosts the root for the
+    # group's whole life, not only while it forms; when it dies every rank's calls fail at
+    # once (RemoteError naming the root), also long after the group formed.
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    root = ctx.Process(target=workers.host_root, args=(child,), daemon=True)
+    root.start()
+    try:
+        uid = parent.recv()
+        res = values(run_ranks(3, workers.outlive_root, uid, root.pid, timeout=60))
+    finally:
+        root.kill()
+        root.join(5)
+    for r, (kind, msg, took, close_took) in enumerate(res):
+        assert kind == "RemoteError" and "lost the connection to the actorcc root" in msg, (r, kind, msg)
+        assert took < 5.0 and close_took < 5.0, (r, took, close_took)

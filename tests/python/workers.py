@@ -358,3 +358,31 @@ def raise_in_with(rank, world, uids, culprit):
         except Exception as e:  # noqa: BLE001 - what each rank saw is the result
             got.append((type(e).__name__, getattr(e, "rank", None), str(e)))
     return got
+
+
+def host_root(conn):
+    """A process that only hosts a group's root (UniqueId.create), as a driver does."""
+    conn.send(str(actorcc.UniqueId.create("127.0.0.1")))
+    time.sleep(600)
+
+
+def outlive_root(rank, world, uid, root_pid):
+    """After the group formed, rank 0 kills the process hosting the root while every rank
+    keeps all-reducing: returns (error type, message, seconds from the kill to the error,
+    seconds close() took then)."""
+    comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
+    x = np.ones(256, np.float32)
+    comm.all_reduce(x)
+    comm.host_barrier()
+    t0 = time.monotonic()
+    if rank == 0:
+        os.kill(root_pid, 9)
+    try:
+        while time.monotonic() - t0 < 20:
+            comm.all_reduce(x)
+    except actorcc.Error as e:
+        got = type(e).__name__, str(e), time.monotonic() - t0
+        t1 = time.monotonic()
+        comm.close()
+        return got + (time.monotonic() - t1,)
+    return "no error", "", time.monotonic() - t0, 0.0

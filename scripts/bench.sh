@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "== $*"; }
+. scripts/build_progress.sh
 
 # GPUS=0 runs the CPU sweep on a machine with GPUs too (CI does, in scripts/fresh_clone_bench.sh).
 gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
@@ -35,10 +36,7 @@ if [ ! -x "$bin" ] || [ -n "$(find src include tools -newer "$bin" -print -quit)
   say "building actorcc-bench in $BUILD (CUDA backend $cuda; a first build takes minutes; full log: $log)"
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DACTORCC_TESTS=OFF -DACTORCC_CUDA=$cuda >"$log" 2>&1 ||
     { tail -30 "$log"; exit 1; }
-  # One line per compiled file ("[12/57] compiling src/core/communicator.cpp"), the rest to the log.
-  if ! cmake --build "$BUILD" -j"$(nproc)" --target actorcc-bench 2>&1 | tee -a "$log" |
-    sed -u -n -E 's#^\[ *([0-9]+%|[0-9]+/[0-9]+)\] Building [A-Z]+ object (.*)CMakeFiles/[^/]+\.dir/(.*)\.o$#  [\1] compiling \2\3#p;
-                  s#^\[ *([0-9]+%|[0-9]+/[0-9]+)\] Linking [A-Z]+ [a-z ]+ (.*)$#  [\1] linking \2#p'; then
+  if ! cmake --build "$BUILD" -j"$(nproc)" --target actorcc-bench 2>&1 | tee -a "$log" | build_progress; then
     tail -30 "$log"
     exit 1
   fi

@@ -11,9 +11,16 @@ BUILD=${BUILD:-build/ci}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 bash scripts/install_deps.sh
 bash scripts/ci_python_deps.sh
-echo "== building the library, the C++ tests, actorcc-bench and the Python package (pip install, build folder $BUILD)"
-python3 -m pip install --no-build-isolation --disable-pip-version-check -q \
-  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON .
+. scripts/build_progress.sh
+log="$BUILD.log"
+mkdir -p "$BUILD"
+echo "== building the library, the C++ tests, actorcc-bench and the Python package (pip install, build folder $BUILD;" \
+  "the first build takes many minutes; full log: $log)"
+if ! python3 -m pip install -v --no-build-isolation --disable-pip-version-check \
+  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON . 2>&1 | tee "$log" | build_progress; then
+  tail -40 "$log"
+  exit 1
+fi
 tmp=${TMPDIR:-/tmp}
 scratch_before=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)
 echo "== ctest"

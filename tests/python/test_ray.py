@@ -62,17 +62,21 @@ def test_create_group_staggered(ray_session):
         ray.kill(a)
 
 
-def test_create_group_names_dead_actor(ray_session):
+@pytest.mark.parametrize("form", ["create_group", "create_collective_group"])
+def test_forming_a_group_names_a_dead_actor_at_once(ray_session, form):
+    # create_collective_group waited for the whole join timeout, then raised a raw
+    # RayTaskError(TimeoutError); both must name the dead actor as soon as Ray reports it.
     actors = [ray_session.remote() for _ in range(3)]
     ray.get([a.pid.remote() for a in actors])
     ray.kill(actors[1])
     time.sleep(0.5)
     t0 = time.monotonic()
     with pytest.raises(actorcc.ray.GroupJoinError) as ei:
-        actorcc.ray.create_group(actors, name="dead", join_timeout=5, backend="cpu")
-    assert time.monotonic() - t0 < 25
-    assert 1 in ei.value.missing and 0 not in ei.value.missing
-    assert "rank 1" in str(ei.value)
+        getattr(actorcc.ray, form)(actors, f"dead_{form}", join_timeout=30, backend="cpu")
+    assert time.monotonic() - t0 < 15  # not after join_timeout
+    assert list(ei.value.missing) == [1], ei.value.missing
+    assert "actor failed" in ei.value.missing[1] and "rank 1" in str(ei.value)
+    assert f"{form}('dead_{form}')" in str(ei.value)
     for a in actors:
         ray.kill(a)
 
@@ -98,23 +102,6 @@ def test_busy_actor_named_within_join_timeout(ray_session):
         actorcc.ray.create_group(actors, name="busy", join_timeout=3, grace=2, backend="cpu")
     assert time.monotonic() - t0 < 12
     assert list(ei.value.missing) == [1]
-    for a in actors:
-        ray.kill(a)
-
-
-def test_create_collective_group_names_dead_actor(ray_session):
-    # It waited for the whole join timeout, then raised a raw RayTaskError(TimeoutError).
-    actors = [ray_session.remote() for _ in range(3)]
-    ray.get([a.pid.remote() for a in actors])
-    ray.kill(actors[2])
-    time.sleep(0.5)
-    t0 = time.monotonic()
-    with pytest.raises(actorcc.ray.GroupJoinError) as ei:
-        actorcc.ray.create_collective_group(actors, group_name="dead_cg", join_timeout=30, backend="cpu")
-    assert time.monotonic() - t0 < 15  # named at once, not after join_timeout
-    assert list(ei.value.missing) == [2], ei.value.missing
-    assert "actor failed" in ei.value.missing[2] and "rank 2" in str(ei.value)
-    assert "create_collective_group('dead_cg')" in str(ei.value)
     for a in actors:
         ray.kill(a)
 

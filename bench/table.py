@@ -10,6 +10,12 @@ last column says where the faster NCCL beat actorcc.
 
     python3 bench/table.py bench/results/2026-11-30-h200x2-h
     python3 bench/table.py bench/results/2026-11-30-h200x2-u --coll reduce_scatter
+
+Any other run folder (scripts/bench.sh writes bench/results/local/<date>-<host>.json) or a
+single -J JSON file: the table of that one run (the newest in the folder), every
+implementation it measured side by side, no bars.
+
+    python3 bench/table.py bench/results/local
 """
 import glob
 import json
@@ -72,11 +78,68 @@ def ratio_range(result):
     return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
 
+def bench_jsons(folder):
+    """actorcc-bench JSON files directly in `folder` or in its bench/, oldest first (their
+    names start with the date and time)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.json")) + glob.glob(os.path.join(folder, "bench", "*.json"))):
+        try:
+            with open(path) as f:
+                if json.load(f).get("schema") == "actorcc-bench/1":
+                    found.append(path)
+        except (OSError, ValueError, AttributeError):
+            continue
+    return found
+
+
+def one_run(path, note=""):
+    """The table of one actorcc-bench JSON: each implementation's time and busbw per size,
+    the ratio to the fastest other implementation, and the rows' #wrong."""
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("schema") != "actorcc-bench/1":
+        sys.exit(f"{path}: not an actorcc-bench/1 JSON (schema={doc.get('schema')!r})")
+    s, m = doc.get("settings", {}), doc.get("machine", {})
+    impls = [r for r in doc.get("results", []) if not r.get("skipped")]
+    if not impls:
+        sys.exit(f"{path}: no results")
+    where = f"{len(m['gpus'])} x {m['gpus'][0]}" if m.get("gpus") else "CPU backend"
+    print(f"{os.path.basename(path)}{note}: {s.get('coll', '?')} {s.get('dtype', '?')} {s.get('op', '?')}, "
+          f"{s.get('ranks', '?')} ranks, {where}, {'CUDA graph' if s.get('graph') else 'eager'}\n")
+    names = [r["impl"] for r in impls]
+    per = [rows(r) for r in impls]
+    sizes = sorted({b for p in per for b in p})
+    head = " | ".join(f"{n} us (busbw GB/s)" for n in names)
+    ratio = len(names) > 1 and names[0] == "actorcc"
+    print(f"| bytes | {head} |{' actorcc / fastest other |' if ratio else ''} algorithm | #wrong |")
+    print("| ---: |" + " ---: |" * len(names) + (" ---: |" if ratio else "") + " --- | ---: |")
+    for b in sizes:
+        cells = " | ".join(f"{p[b]['time_us']:.2f} ({p[b]['busbw']:.2f})" if b in p else "-" for p in per)
+        extra = ""
+        if ratio:
+            others = [p[b]["time_us"] for p in per[1:] if b in p and p[b]["time_us"] > 0]
+            extra = f" {per[0][b]['time_us'] / min(others):.2f} |" if b in per[0] and others else " - |"
+        algo = next((p[b].get("algo") for p in per if b in p and p[b].get("algo")), "-")
+        wrong = sum(p[b]["wrong"] for p in per if b in p)
+        print(f"| {size_name(b)} | {cells} |{extra} {algo} | {wrong} |")
+    for r in impls:
+        st = r.get("startup")
+        if st:
+            print(f"Start-up, {r['impl']}: init {st['init_ms']:.1f} ms, first 4 KB call {st['first_op_ms']:.2f} ms.")
+
+
 def main(folder, coll=None):
     suffix = f"-{coll}" if coll else ""
+    if os.path.isfile(folder):
+        return one_run(folder)
     eager, graph = load(folder, "actors-eager" + suffix), load(folder, "actors-graph" + suffix)
     if not eager or not graph:
-        sys.exit(f"{folder}: no actors-eager{suffix} / actors-graph{suffix} JSON under bench/")
+        runs = [] if coll else bench_jsons(folder)
+        if runs:  # any other folder the bench writes, e.g. scripts/bench.sh's bench/results/local
+            note = f" (newest of {len(runs)} runs in {folder}; pass a JSON file for another)" if len(runs) > 1 else ""
+            return one_run(runs[-1], note)
+        sys.exit(f"{folder}: no actorcc-bench JSON here or under bench/"
+                 + (f" (and no actors-eager{suffix} / actors-graph{suffix} case)" if coll else ""))
     ranks = eager.pop("_ranks")
     bars = ranks == 2 and not coll
     graph.pop("_ranks")

@@ -2,19 +2,36 @@
 # README's test command (and .ci/run's): installs what the build and the tests need, builds the
 # library, the C++ tests, actorcc-bench and the Python extension in ONE CMake build (through
 # pip, so the installed package is the one tested), then runs ctest (unit, multiprocess, bench
-# CLI) and pytest (bindings, multiprocess, Ray, doctor, bench CLI).
+# CLI), pytest (bindings, multiprocess, Ray, doctor, bench CLI, the examples) and, in a fresh
+# clone of this checkout, the README's main command on the CPU backend (scripts/bench.sh with
+# a short size range), so that a new user's first command cannot break unnoticed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/ci}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 bash scripts/install_deps.sh
 bash scripts/ci_python_deps.sh
-echo "== building (pip install, build folder $BUILD)"
-python3 -m pip install --no-build-isolation --disable-pip-version-check -q \
-  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON .
+. scripts/build_progress.sh
+log="$BUILD.log"
+mkdir -p "$BUILD"
+echo "== building the library, the C++ tests, actorcc-bench and the Python package (pip install, build folder $BUILD;" \
+  "the first build takes many minutes; full log: $log)"
+if ! python3 -m pip install -v --no-build-isolation --disable-pip-version-check \
+  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON . 2>&1 | tee "$log" | build_progress; then
+  tail -40 "$log"
+  exit 1
+fi
+tmp=${TMPDIR:-/tmp}
+scratch_before=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)
 echo "== ctest"
 ctest --test-dir "$BUILD" --output-on-failure --timeout 900
 echo "== pytest"
 # Run from outside the source tree so `import actorcc` is the installed package.
 export ACTORCC_BENCH="$PWD/$BUILD/tools/bench/actorcc-bench"
 python3 -m pytest -q -p no:cacheprovider --rootdir "$PWD" "$PWD/tests/python"
+scratch_after=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)
+if [ "$scratch_after" -gt "$scratch_before" ]; then
+  echo "FAILED: the tests left $((scratch_after - scratch_before)) bench-cli-* folder(s) in $tmp" >&2
+  exit 1
+fi
+bash scripts/fresh_clone_bench.sh

@@ -12,8 +12,9 @@ struct UniqueId {
   static constexpr size_t kBytes = 128;
   std::array<uint8_t, kBytes> bytes{};
 
-  // Creates an id and starts the group's root (a TCP listener thread) in this process; the
-  // process must outlive the group's start-up. `host` chooses the address peers connect to
+  // Creates an id and starts the group's root (a TCP listener thread) in this process, which
+  // hosts it for the group's whole life: if the process ends, every rank's pending and later
+  // calls fail at once (RemoteError, "lost the connection to the actorcc root"). `host` chooses the address peers connect to
   // (default: ACTORCC_SOCKET_ADDR, else this host's first non-loopback IPv4, else 127.0.0.1);
   // `port` 0 picks a free one.
   static UniqueId create(const std::string& host = "", uint16_t port = 0);

@@ -17,9 +17,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
-from ._actorcc import _Communicator, UniqueId
+from ._actorcc import RemoteError, UniqueId, UnsupportedError, _Communicator
+from ._actorcc import TimeoutError as _TimeoutError
 
 __all__ = ["Communicator", "Work"]
+
+# Errors the group reports about other ranks (see Communicator.__exit__).
+_GROUP_ERRORS = (RemoteError, _TimeoutError)
 
 _OPS = T.OP_CODES
 _torch_dtypes = T._torch_dtypes
@@ -46,22 +50,51 @@ def _seconds(v, name):
 
 
 def _device_index(device):
-    """None | int | 'cuda:N' | 'cpu' | torch.device -> (ordinal or -1, backend override)."""
+    """None | int | 'cuda:N' | 'cuda' | 'cpu' | torch.device -> (ordinal or -1, backend it
+    implies: None for None, 'cpu' for 'cpu', else 'cuda')."""
     if device is None:
         return -1, None
     if isinstance(device, int):
-        return device, None
+        return device, "cuda"
     typ = getattr(device, "type", None)
     if typ is not None:  # torch.device
         if typ == "cpu":
             return -1, "cpu"
-        return (device.index if device.index is not None else -1), None
+        if typ != "cuda":
+            raise T.invalid(f"device {device!r} is neither a CUDA device nor 'cpu'")
+        return (device.index if device.index is not None else -1), "cuda"
     s = str(device)
     if s == "cpu":
         return -1, "cpu"
-    if s.startswith("cuda"):
-        return (int(s.split(":", 1)[1]) if ":" in s else -1), None
+    if s == "cuda" or (s.startswith("cuda:") and s[5:].isdigit()):
+        return (int(s[5:]) if ":" in s else -1), "cuda"
     raise T.invalid(f"device must be None, an int, 'cuda:N', 'cpu' or a torch.device, got {device!r}")
+
+
+def _backend_of(device, backend):
+    """(ordinal, backend) for the extension. A device that names a GPU asks for the CUDA
+    backend: on a machine without one it must raise, as backend='cuda' does, not quietly
+    run on the CPU backend."""
+    dev, implied = _device_index(device)
+    if implied is None or backend == implied:
+        return dev, backend
+    if backend == "auto":
+        return dev, implied
+    raise T.invalid(f"device={device!r} and backend={backend!r} contradict each other")
+
+
+def _open(make, device, backend):
+    """make(ordinal, backend) -> _Communicator; the error of a GPU device on a machine without
+    one names the device the caller gave."""
+    dev, be = _backend_of(device, backend)
+    try:
+        return make(dev, be)
+    except UnsupportedError as e:
+        if backend != "auto" or be != "cuda":
+            raise
+        e.args = (f"{e} (device={device!r} selects the CUDA backend; for host arrays pass device='cpu' or "
+                  "backend='cpu')",)
+        raise
 
 
 class Work:
@@ -120,8 +153,9 @@ class Communicator:
                  backend="auto", *, algo="", checked=False, workspace_bytes=0)
 
     uid: a UniqueId (or its str) made once by UniqueId.create() and handed to every rank.
-    device: CUDA ordinal as this process sees it (int, 'cuda:N', torch.device); None = the
-      current device. 'cpu' selects the CPU backend.
+    device: CUDA ordinal as this process sees it (int, 'cuda:N', torch.device): selects the
+      CUDA backend (raises UnsupportedError where no GPU is usable); 'cpu' selects the CPU
+      backend; None = the current device with backend's choice.
     timeout: seconds (or timedelta) bounding every wait inside a call (default 300, or
       ACTORCC_TIMEOUT_S). join_timeout: how long ranks may take to arrive (default 600, or
       ACTORCC_JOIN_TIMEOUT_S). backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
@@ -132,10 +166,10 @@ class Communicator:
                  *, algo="", checked=False, workspace_bytes=0):
         if isinstance(uid, str):
             uid = UniqueId.parse(uid)
-        dev, be = _device_index(device)
-        c = _Communicator(uid, int(rank), int(world_size), backend=be or backend, device=dev,
-                          timeout=_seconds(timeout, "timeout"), join_timeout=_seconds(join_timeout, "join_timeout"),
-                          algo=algo, checked=checked, workspace_bytes=workspace_bytes)
+        c = _open(lambda dev, be: _Communicator(
+            uid, int(rank), int(world_size), backend=be, device=dev, timeout=_seconds(timeout, "timeout"),
+            join_timeout=_seconds(join_timeout, "join_timeout"), algo=algo, checked=checked,
+            workspace_bytes=workspace_bytes), device, backend)
         self._setup(c)
 
     @classmethod
@@ -143,11 +177,10 @@ class Communicator:
                      backend="auto", *, algo="", checked=False, workspace_bytes=0):
         """vLLM-style group: rank 0 hosts the root on host:port, the others connect to it
         (retrying until join_timeout while rank 0 is not up yet)."""
-        dev, be = _device_index(device)
-        c = _Communicator.from_address(str(host), int(port), int(rank), int(world_size), backend=be or backend,
-                                       device=dev, timeout=_seconds(timeout, "timeout"),
-                                       join_timeout=_seconds(join_timeout, "join_timeout"),
-                                       algo=algo, checked=checked, workspace_bytes=workspace_bytes)
+        c = _open(lambda dev, be: _Communicator.from_address(
+            str(host), int(port), int(rank), int(world_size), backend=be, device=dev,
+            timeout=_seconds(timeout, "timeout"), join_timeout=_seconds(join_timeout, "join_timeout"),
+            algo=algo, checked=checked, workspace_bytes=workspace_bytes), device, backend)
         self = cls.__new__(cls)
         self._setup(c)
         return self
@@ -384,9 +417,13 @@ class Communicator:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        # Leaving the block on an error: tell the other ranks now instead of letting them wait
-        # for their timeout.
-        if exc is not None and not self.closed:
+        # Leaving the block on an error raised here: tell the other ranks now instead of
+        # letting them wait for their timeout. Not on an error the group itself raised (another
+        # rank aborted, died or timed out): every rank already learns of that from the library,
+        # naming the rank at fault, and an abort of ours would name *this* rank instead. It
+        # could even overtake the first abort (a peer sees it through shared memory before the
+        # root does), so that the other ranks would get this rank as the culprit.
+        if exc is not None and not self.closed and not self.aborted and not isinstance(exc, _GROUP_ERRORS):
             try:
                 self.abort(f"rank {self._rank} left its `with` block on {exc_type.__name__}: {exc}")
             except Exception:

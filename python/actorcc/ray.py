@@ -10,8 +10,9 @@ From the driver, any actors (no special base class or method needed):
     comm = actorcc.ray.get_group("train")      # an actorcc.Communicator
     comm.all_reduce(tensor)
 
-create_group makes one UniqueId on the driver (the group's root runs in the driver process,
-which must stay up while the group forms), then every actor joins concurrently through
+create_group makes one UniqueId on the driver (the group's root runs in the driver process
+for the group's whole life: if the driver exits, every actor's calls on the group fail at
+once with RemoteError), then every actor joins concurrently through
 ``actor.__ray_call__`` (which Ray adds to every actor class), so actors may start in any order
 and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
 that did not (dead, busy, or unable to join) and what every other one reported.
@@ -130,7 +131,7 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
     Raises GroupJoinError naming the actors that did not join (an actor that dies while
     joining is reported at once; the others fail their join within join_timeout).
     """
-    ray = _ray()
+    _ray()
     actors = list(actors)
     world = len(actors)
     if world < 1:
@@ -142,6 +143,17 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
     uid = UniqueId.create(_node_ip() if host is None else host)
     kwargs = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend, device=device)
     refs = [a.__ray_call__.remote(_join, name, str(uid), r, world, kwargs) for r, a in enumerate(actors)]
+    return _await_joins(actors, refs, f"actorcc.ray.create_group({name!r})", join_timeout, grace,
+                        leave=lambda a: a.__ray_call__.remote(_leave, name))
+
+
+def _await_joins(actors, refs, what, join_timeout, grace, leave):
+    """Waits for the join calls `refs` (one per actor, by rank) and returns their results, or
+    raises GroupJoinError naming the actors that did not join. An actor that dies or cannot
+    run its call is named as soon as Ray reports it (the others' joins then fail by
+    themselves within join_timeout); `leave(actor)` is sent to those that had joined."""
+    ray = _ray()
+    world = len(actors)
     index = {ref: r for r, ref in enumerate(refs)}
     results, reports, missing = {}, {}, {}
     pending = list(refs)
@@ -180,12 +192,11 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
         if not missing:
             missing = {r: msg for r, msg in reports.items()}
     for r in results:  # leave the half-formed group
-        actors[r].__ray_call__.remote(_leave, name)
+        leave(actors[r])
     n_missing = len(missing)
     lines = [f"  rank {r} {_actor_name(actors[r])}: {why}" for r, why in sorted(missing.items())]
     others = [f"  rank {r}: {msg}" for r, msg in sorted(reports.items()) if r not in missing]
-    msg = (f"actorcc.ray.create_group({name!r}): {n_missing} of {world} actor(s) did not join:\n"
-           + "\n".join(lines))
+    msg = f"{what}: {n_missing} of {world} actor(s) did not join:\n" + "\n".join(lines)
     if others:
         msg += "\nreported by the others:\n" + "\n".join(others)
     raise GroupJoinError(msg, missing, reports)
@@ -447,20 +458,22 @@ def _init_collective(actor_self, group_name, uid, rank, world, defaults, options
 
 
 def create_collective_group(actors, group_name="default", *, timeout=None, join_timeout=60.0, backend="auto",
-                            host=None, **options):
+                            host=None, grace=15.0, **options):
     """From the driver: registers the backend in every actor and forms a ray.util.collective
     group named `group_name` on actorcc (UniqueId made here, all actors join concurrently).
-    Afterwards the actors use ray.util.collective.allreduce(..., group_name=group_name) etc."""
-    ray = _ray()
+    Afterwards the actors use ray.util.collective.allreduce(..., group_name=group_name) etc.
+    Failures as create_group: GroupJoinError naming the actors that did not join (a dead one
+    at once)."""
     register_backend()
     actors = list(actors)
     uid = UniqueId.create(_node_ip() if host is None else host)
     opts = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend)
     refs = [a.__ray_call__.remote(_init_collective, group_name, str(uid), r, len(actors), {}, opts)
             for r, a in enumerate(actors)]
-    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=join_timeout + 15.0)
-    if pending:
-        late = [r for r, ref in enumerate(refs) if ref in pending]
-        raise GroupJoinError(f"actorcc.ray.create_collective_group({group_name!r}): rank(s) {late} did not join "
-                             f"within {join_timeout:.0f}s", {r: "did not join" for r in late})
-    return ray.get(refs)
+    return _await_joins(actors, refs, f"actorcc.ray.create_collective_group({group_name!r})", join_timeout, grace,
+                        leave=lambda a: a.__ray_call__.remote(_destroy_collective, group_name))
+
+
+def _destroy_collective(actor_self, group_name):
+    from ray.util.collective import destroy_collective_group
+    destroy_collective_group(group_name)

@@ -74,7 +74,8 @@ bool map_dlpack_dtype(nb::dlpack::dtype t, DataType& out) {
 std::string dlpack_dtype_name(nb::dlpack::dtype t) {
   static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
   std::string n = t.code < 7 ? names[t.code] : "code" + std::to_string(t.code);
-  n += std::to_string(t.bits);
+  // DLPack's bool is one byte; frameworks call it "bool", not "bool8".
+  if (!(t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool) && t.bits == 8)) n += std::to_string(t.bits);
   if (t.lanes != 1) n += "x" + std::to_string(t.lanes);
   return n;
 }
@@ -109,10 +110,24 @@ Buf get_buf(nb::handle h, bool writable, const char* what, int rank, int dtype_o
   } else {
     ok = nb::try_cast(h, b.keep, false);
   }
-  if (!ok)
+  if (!ok) {
+    // An array type DLPack cannot describe (numpy object, datetime, string, structured) is
+    // still an array: name its dtype, not only its type, so the user sees what to change.
+    // (The failed import may leave the exporter's BufferError set: clear it first.)
+    PyErr_Clear();
+    if (nb::hasattr(h, "dtype") && nb::hasattr(h, "shape")) {
+      nb::object dtype = h.attr("dtype");
+      nb::object text = nb::steal(PyObject_Str(dtype.ptr()));
+      const char* name = text.is_valid() ? PyUnicode_AsUTF8(text.ptr()) : nullptr;
+      if (!name) PyErr_Clear();
+      throw_invalid(std::string(what) + " has unsupported dtype " + (name ? name : "?") + " (" +
+                        nb::type_name(h.type()).c_str() + "; supported: " + kSupported + ")",
+                    rank);
+    }
     throw_invalid(std::string(what) + ": expected a tensor/array supporting DLPack or the buffer protocol, got " +
                       nb::type_name(h.type()).c_str(),
                   rank);
+  }
   const auto& a = b.keep;
   // C-contiguous (any strides on dimensions of size 1; anything with <= 1 element).
   if (a.size() > 1 && a.stride_ptr() != nullptr) {

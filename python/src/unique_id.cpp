@@ -14,9 +14,12 @@ namespace actorcc::py {
 void bind_unique_id(nb::module_& m) {
   nb::class_<UniqueId>(m, "UniqueId",
                        "The token that lets ranks find and authenticate a group's root (128 bytes, like "
-                       "ncclUniqueId). Create it once (UniqueId.create() starts the root in this process, "
-                       "which must outlive the group's start-up) and hand it to every rank: it pickles, and "
-                       "str()/UniqueId.parse() give a printable form.")
+                       "ncclUniqueId). Create it once (UniqueId.create() starts the root in this process) and hand "
+                       "it to every rank: it pickles, and str()/UniqueId.parse() give a printable form. The "
+                       "creating process hosts the root for the group's whole life, not only while it forms: "
+                       "if it exits or dies, every rank's pending and later calls fail at once with "
+                       "RemoteError ('lost the connection to the actorcc root'). Create it in a process that "
+                       "lives as long as the group (the driver, or rank 0).")
       .def_static(
           "create",
           [](const std::string& host, uint16_t port) {

@@ -31,6 +31,8 @@ constexpr milliseconds kHelloTimeout(5000);
 constexpr milliseconds kCloseLinger(2000);
 // A peer that stops reading must not make the root buffer without bound.
 constexpr size_t kMaxOutBuffer = 512u << 20;
+// How late the root may log a rank lost after the group formed (see Impl::LossBatch).
+constexpr milliseconds kLossGrace(2000);
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::ostringstream os;
@@ -98,6 +100,30 @@ struct RootServer::Impl {
     int count = 0;
   };
   std::map<uint64_t, Pending> pending;
+  // Ranks lost after the group formed, not yet logged. The peers are told at once (PeerLost);
+  // only the root's own log line waits up to kLossGrace: when every rank still connected is
+  // lost within it, the processes ended together (ray.shutdown() kills every actor at once),
+  // which is the group's end, not a failure, and is logged so, in one line at info level.
+  struct LossBatch {
+    Clock::time_point first;
+    int connected = 0;  // ranks connected just before the first loss
+    std::vector<int> ranks;
+    std::vector<std::string> reasons;
+  };
+  std::optional<LossBatch> losses;
+
+  void log_losses(bool ending) {
+    if (!losses) return;
+    const bool together = static_cast<int>(losses->ranks.size()) == losses->connected;
+    if (!together && !ending && Clock::now() - losses->first < kLossGrace) return;
+    std::sort(losses->ranks.begin(), losses->ranks.end());
+    if (together)
+      LOG_INFO("actorcc root " << where << ": " << rank_list(losses->ranks) << " disconnected together (their "
+                               << "processes ended at once, as when a job shuts down): the group is over");
+    else
+      for (const auto& r : losses->reasons) LOG_WARN("actorcc root " << where << ": " << r);
+    losses.reset();
+  }
 
   // ---- output ----
   void flush(Conn& c) {
@@ -325,12 +351,21 @@ struct RootServer::Impl {
                          (detail == "connection closed" ? std::string("disconnected without leaving (process died?)")
                                                         : "was lost: " + detail);
     gone[c.rank] = "disconnected";
-    LOG_WARN("actorcc root " << where << ": " << reason);
     wire::PeerLost m{c.rank, reason};
-    if (!welcomed)
+    if (!welcomed) {
+      LOG_WARN("actorcc root " << where << ": " << reason);
       fail_group(m);
-    else
-      broadcast(m);
+      return;
+    }
+    if (!losses) {
+      int connected = 1;  // c itself, already detached
+      for (const Conn* q : rank_conn) connected += q != nullptr;
+      losses = LossBatch{Clock::now(), connected, {}, {}};
+    }
+    losses->ranks.push_back(c.rank);
+    losses->reasons.push_back(reason);
+    broadcast(m);
+    log_losses(false);
   }
 
   void dispatch(Conn& c, wire::Message&& m) {
@@ -401,6 +436,7 @@ struct RootServer::Impl {
   }
 
   void on_timers() {
+    log_losses(false);
     auto now = Clock::now();
     for (Conn& c : conns) {
       if (c.state == Conn::State::Open && c.rank < 0 && now >= c.hello_by) mark_broken(c, "sent no HELLO within 5 s");
@@ -449,6 +485,7 @@ struct RootServer::Impl {
     auto now = Clock::now();
     auto next = now + milliseconds(1000);
     if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
+    if (losses) next = std::min(next, losses->first + kLossGrace);
     for (const Conn& c : conns) {
       if (c.state == Conn::State::Open && c.rank < 0) next = std::min(next, c.hello_by);
       if (c.state == Conn::State::Closing) next = std::min(next, c.close_by);
@@ -476,7 +513,7 @@ struct RootServer::Impl {
         LOG_ERROR("actorcc root " << where << ": poll failed: " << std::strerror(errno) << "; root stops");
         return;
       }
-      if (stop.load(std::memory_order_acquire)) return;
+      if (stop.load(std::memory_order_acquire)) break;
       if (r > 0) {
         if (pfds[1].revents & POLLIN) accept_all();
         for (size_t i = 0; i < order.size(); ++i) {
@@ -488,8 +525,9 @@ struct RootServer::Impl {
       }
       on_timers();
       sweep();
-      if (done()) return;
+      if (done()) break;
     }
+    log_losses(true);
   }
 };
 

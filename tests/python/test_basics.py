@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import actorcc
+from conftest import free_port
 
 
 def test_package():
@@ -150,3 +151,57 @@ def test_auto_backend_and_from_address():
             c.all_reduce(np.ones(3), op="nope")
     with pytest.raises(actorcc.InvalidArgumentError):
         actorcc.Communicator.from_address("127.0.0.1", 0, 0, 1)
+
+
+@pytest.mark.parametrize("dtype, name", [
+    (object, "object"), ("datetime64[s]", "datetime64[s]"), ("timedelta64[ms]", "timedelta64[ms]"),
+    ([("a", "<i4"), ("b", "<f4")], "[('a', '<i4'), ('b', '<f4')]"), ("<U3", "<U3"),
+    (bool, "bool"), (np.complex64, "complex64"), (np.int16, "int16"), (np.uint32, "uint32"),
+])
+def test_unsupported_dtype_is_named(uid, dtype, name):
+    # numpy dtypes DLPack cannot describe (object, datetime, string, structured) used to give
+    # "expected a tensor/array supporting DLPack ..., got ndarray", and bool "bool8"
+    supported = "(supported: " if name in ("bool", "complex64", "int16", "uint32") else "(ndarray; supported: "
+    with actorcc.Communicator(uid, 0, 1, backend="cpu", timeout=10) as c:
+        for args in ((np.zeros(4, dtype),), (np.zeros(4, np.float32), "sum", np.zeros(4, dtype))):
+            with pytest.raises(actorcc.InvalidArgumentError) as ei:
+                c.all_reduce(*args)
+            msg = str(ei.value)
+            assert f"unsupported dtype {name} {supported}" in msg, msg
+            assert ", ".join(actorcc.SUPPORTED_DTYPES) in msg, msg
+            assert "rank 0" in msg and "bool8" not in msg
+        c.all_reduce(np.zeros(4, np.float32))  # still usable
+    with actorcc.Communicator(actorcc.UniqueId.create("127.0.0.1"), 0, 1, backend="cpu") as c:
+        with pytest.raises(actorcc.InvalidArgumentError, match="DLPack or the buffer protocol, got list"):
+            c.all_reduce([1.0, 2.0])  # not an array at all: the old message still fits
+
+
+def _gpu_usable():
+    try:
+        actorcc.Communicator(actorcc.UniqueId.create("127.0.0.1"), 0, 1, backend="cuda", join_timeout=10).close()
+        return True
+    except actorcc.UnsupportedError:
+        return False
+
+
+@pytest.mark.parametrize("device", [0, 3, "cuda:3", "cuda"])
+def test_gpu_device_without_gpu_raises(device):
+    # device=0 / 'cuda:N' used to fall back to the CPU backend in silence where there is no GPU
+    if _gpu_usable():
+        pytest.skip("a GPU is usable here")
+    with pytest.raises(actorcc.UnsupportedError) as ei:
+        actorcc.Communicator(actorcc.UniqueId.create("127.0.0.1"), 0, 1, device=device, join_timeout=10)
+    assert f"device={device!r}" in str(ei.value) and "no CUDA device" in str(ei.value), str(ei.value)
+    assert ei.value.rank == 0
+    with pytest.raises(actorcc.UnsupportedError, match="no CUDA device"):
+        actorcc.Communicator.from_address("127.0.0.1", free_port(), 0, 1, device=device, join_timeout=10)
+
+
+def test_device_and_backend_checked():
+    uid = actorcc.UniqueId.create("127.0.0.1")
+    with pytest.raises(actorcc.InvalidArgumentError, match="contradict"):
+        actorcc.Communicator(uid, 0, 1, device=0, backend="cpu")
+    with pytest.raises(actorcc.InvalidArgumentError, match="device must be"):
+        actorcc.Communicator(uid, 0, 1, device="gpu0")
+    with actorcc.Communicator(uid, 0, 1, device="cpu", join_timeout=10) as c:
+        assert c.backend == "cpu"

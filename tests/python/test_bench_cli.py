@@ -44,9 +44,19 @@ def bench():
     return BENCH
 
 
+def scratch():
+    """A temporary folder for one run, removed when the `with` block ends (a plain mkdtemp
+    left one bench-cli-* folder per run behind in the temp directory)."""
+    return tempfile.TemporaryDirectory(prefix="bench-cli-")
+
+
 def run(args, timeout=120, tmp=None):
-    """Runs the benchmark with its own TMPDIR, so its workers can be found by their --run-dir."""
-    tmp = tmp or tempfile.mkdtemp(prefix="bench-cli-")
+    """Runs the benchmark with its own TMPDIR, so its workers can be found by their --run-dir.
+    Without `tmp` the run gets a scratch folder of its own, removed before this returns
+    (p.tmp still names it, for leftover_workers)."""
+    if tmp is None:
+        with scratch() as own:
+            return run(args, timeout, own)
     env = dict(os.environ, TMPDIR=tmp, ACTORCC_SOCKET_ADDR="127.0.0.1")  # loopback only
     env.pop("ACTORCC_ALGO", None)
     t0 = time.time()
@@ -71,7 +81,11 @@ def show(p):
 
 
 def test_cpu_sweep_table_and_json():
-    tmp = tempfile.mkdtemp(prefix="bench-cli-")
+    with scratch() as tmp:
+        cpu_sweep_table_and_json(tmp)
+
+
+def cpu_sweep_table_and_json(tmp):
     out = os.path.join(tmp, "out.json")
     p = run(["--ranks", "3", "-b", "1K", "-e", "64K", "-f", "4", "-n", "5", "-w", "2", "--stagger", "0.2",
              "-J", out, "--no-plot"], tmp=tmp)
@@ -122,13 +136,13 @@ def test_other_collectives_and_modes():
         (["-d", "int8", "-o", "prod", "--inplace"], 4 / 3),
     ]
     for extra, factor in cases:
-        tmp = tempfile.mkdtemp(prefix="bench-cli-")
-        out = os.path.join(tmp, "r.json")
-        p = run(["--ranks", "3", "-b", "3K", "-e", "48K", "-f", "4", "-n", "3", "-w", "1", "--stagger", "0",
-                 "-J", out, "--no-plot"] + extra, tmp=tmp)
-        assert p.returncode == 0, show(p)
-        with open(out) as f:
-            data = json.load(f)
+        with scratch() as tmp:
+            out = os.path.join(tmp, "r.json")
+            p = run(["--ranks", "3", "-b", "3K", "-e", "48K", "-f", "4", "-n", "3", "-w", "1", "--stagger", "0",
+                     "-J", out, "--no-plot"] + extra, tmp=tmp)
+            assert p.returncode == 0, show(p)
+            with open(out) as f:
+                data = json.load(f)
         rows = data["results"][0]["rows"]
         assert len(rows) == 3 and all(r["wrong"] == 0 for r in rows), show(p)
         for r in rows:
@@ -159,6 +173,19 @@ def test_hang_is_bounded():
     assert "rank 2" in p.stderr and "4096 B" in p.stderr, show(p)
     assert p.elapsed < 40, p.elapsed
     assert not leftover_workers(p.tmp), show(p)
+
+
+def test_runs_leave_no_scratch_folders():
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "bench-cli-*")))
+    p = run(["--ranks", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--stagger", "0", "--no-plot"])
+    assert p.returncode == 0, show(p)
+    assert not os.path.exists(p.tmp), p.tmp
+    with scratch() as tmp:
+        p = run(["--ranks", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--stagger", "0", "--no-plot",
+                 "-J", os.path.join(tmp, "r.json")], tmp=tmp)
+        assert p.returncode == 0 and os.path.exists(os.path.join(tmp, "r.json")), show(p)
+    assert not os.path.exists(tmp)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "bench-cli-*"))) <= before
 
 
 def test_usage_errors():

@@ -82,3 +82,38 @@ def test_staggered_join(uid):
     # ranks arrive seconds apart (spawned one after another with delays inside the join window)
     res = run_ranks(3, workers.staggered_join, uid, 1.5, 30.0)
     assert values(res) == [3, 3, 3]
+
+
+
+def test_exception_in_with_block_names_its_rank():
+    # Before __exit__ skipped group errors, a rank leaving its block on the RemoteError of
+    # rank 2 aborted in its own name, and that abort could overtake rank 2's: in about 1 group
+    # of 3 some rank got the wrong culprit. In 12 groups every other rank must name rank 2.
+    uids = [str(actorcc.UniqueId.create("127.0.0.1")) for _ in range(12)]
+    res = values(run_ranks(4, workers.raise_in_with, uids, 2, timeout=120))
+    for g in range(len(uids)):
+        assert res[2][g][0] == "ValueError", (g, res[2][g])
+        for r in (0, 1, 3):
+            kind, culprit, msg = res[r][g]
+            assert kind == "RemoteError" and culprit == 2, (g, r, res[r][g])
+            assert "rank 2 left its `with` block on ValueError" in msg, (g, r, msg)
+
+
+def test_group_fails_when_the_root_process_dies():
+    # What the docs say about UniqueId.create: the creating process hosts the root for the
+    # group's whole life, not only while it forms; when it dies every rank's calls fail at
+    # once (RemoteError naming the root), also long after the group formed.
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    root = ctx.Process(target=workers.host_root, args=(child,), daemon=True)
+    root.start()
+    try:
+        uid = parent.recv()
+        res = values(run_ranks(3, workers.outlive_root, uid, root.pid, timeout=60))
+    finally:
+        root.kill()
+        root.join(5)
+    for r, (kind, msg, took, close_took) in enumerate(res):
+        assert kind == "RemoteError" and "lost the connection to the actorcc root" in msg, (r, kind, msg)
+        assert took < 5.0 and close_took < 5.0, (r, took, close_took)

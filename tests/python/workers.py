@@ -336,3 +336,53 @@ def abort_other(rank, world, uid):
     time.sleep(0.2)
     comm.all_reduce(np.ones(8, np.float32))
     return "no error"
+
+
+
+def raise_in_with(rank, world, uids, culprit):
+    """One group per uid, in turn: `culprit` raises a plain exception inside its `with` block
+    while the others keep all-reducing. Returns, per group, what this rank got: (exception
+    type, its .rank, message). The others must get a RemoteError naming `culprit`, never a
+    rank that only left its own block on that RemoteError."""
+    got = []
+    for uid in uids:
+        try:
+            with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+                x = np.ones(1000, np.float32)
+                comm.all_reduce(x)
+                if rank == culprit:
+                    raise ValueError("raised inside the with block")
+                for _ in range(3):
+                    comm.all_reduce(x)
+            got.append(("no error", None, ""))
+        except Exception as e:  # noqa: BLE001 - what each rank saw is the result
+            got.append((type(e).__name__, getattr(e, "rank", None), str(e)))
+    return got
+
+
+def host_root(conn):
+    """A process that only hosts a group's root (UniqueId.create), as a driver does."""
+    conn.send(str(actorcc.UniqueId.create("127.0.0.1")))
+    time.sleep(600)
+
+
+def outlive_root(rank, world, uid, root_pid):
+    """After the group formed, rank 0 kills the process hosting the root while every rank
+    keeps all-reducing: returns (error type, message, seconds from the kill to the error,
+    seconds close() took then)."""
+    comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
+    x = np.ones(256, np.float32)
+    comm.all_reduce(x)
+    comm.host_barrier()
+    t0 = time.monotonic()
+    if rank == 0:
+        os.kill(root_pid, 9)
+    try:
+        while time.monotonic() - t0 < 20:
+            comm.all_reduce(x)
+    except actorcc.Error as e:
+        got = type(e).__name__, str(e), time.monotonic() - t0
+        t1 = time.monotonic()
+        comm.close()
+        return got + (time.monotonic() - t1,)
+    return "no error", "", time.monotonic() - t0, 0.0

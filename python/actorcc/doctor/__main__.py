@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from . import group as group_defaults
 from . import report as report_mod
 from . import rules
 
@@ -43,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--address", help="host:port of rank 0, which hosts the group (instead of --uid)")
     g.add_argument("--rank", type=int)
     g.add_argument("--world", type=int)
+    g.add_argument("--join-timeout", type=float, default=group_defaults.JOIN_TIMEOUT_S, metavar="SECONDS",
+                   help="how long the ranks may take to arrive; a rank missing after it is reported as a "
+                        f"finding (default {group_defaults.JOIN_TIMEOUT_S:g})")
     g.add_argument("--no-bandwidth", action="store_true", help="skip the all-reduce bandwidth probe")
     g.add_argument("--bw-sizes", type=_sizes, help="bandwidth probe sizes, e.g. 1M,256M")
     return p
@@ -83,13 +87,18 @@ def main(argv=None) -> int:
         if uid == "create":
             uid = group.create_unique_id()
             print(f"actorcc-doctor: --uid {uid}", file=sys.stderr, flush=True)
-        comm = group.make_communicator(args.rank, args.world, uid=uid, address=args.address)
-        rep = group.run(comm, bandwidth=not args.no_bandwidth, sizes=args.bw_sizes,
-                        vmm=not args.no_vmm, torch_mode=torch_mode)
+        if args.join_timeout <= 0:
+            print("actorcc-doctor: --join-timeout must be > 0 seconds", file=sys.stderr)
+            return 2
+        print(f"actorcc-doctor rank {args.rank}: joining the group of {args.world} (waiting up to "
+              f"{args.join_timeout:g} s for every rank)", file=sys.stderr, flush=True)
+        rep = group.run_cli(args.rank, args.world, uid=uid, address=args.address, join_timeout=args.join_timeout,
+                            bandwidth=not args.no_bandwidth, sizes=args.bw_sizes, vmm=not args.no_vmm,
+                            torch_mode=torch_mode)
     else:
         from . import local
         rep = local(vmm=not args.no_vmm, torch_mode=torch_mode)
-    if grouped and args.rank != 0 and not args.json:
+    if grouped and args.rank != 0 and not args.json and rep["mode"] == "group":
         s = rep["summary"]
         print(f"actorcc-doctor rank {args.rank}: {s['error']} error(s), {s['warn']} warning(s); "
               "full report on rank 0")

@@ -214,12 +214,30 @@ def find_vmm_probe() -> str | None:
     return next((p for p in spots if p and os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
-def vmm_facts(visible: dict, gpus: list[dict], exe: str | None = None, timeout: float = 60) -> dict:
+DRIVER_LIB = "libcuda.so.1"
+
+
+def missing_driver(lib: str = DRIVER_LIB) -> str | None:
+    """Why no NVIDIA driver is usable here (its user-space library cannot be loaded), or None.
+    Without it the CUDA runtime reports cudaErrorInsufficientDriver ("CUDA driver version is
+    insufficient for CUDA runtime version"), which reads as if a driver existed but were old."""
+    try:
+        ctypes.CDLL(lib)
+    except OSError as e:
+        return f"no NVIDIA driver found ({lib} cannot be loaded: {str(e).split(': ')[-1]})"
+    return None
+
+
+def vmm_facts(visible: dict, gpus: list[dict], exe: str | None = None, timeout: float = 60,
+              driver_lib: str = DRIVER_LIB) -> dict:
     """Runs the probe: exporter on this process's first visible GPU, importer on another GPU of
     the host (each process masked to its one GPU, as under Ray), or on the same GPU if only one."""
     exe = exe or find_vmm_probe()
     if not exe:
         return {"status": "not-built", "detail": f"{PROBE_NAME} not found (build target {PROBE_NAME})"}
+    no_driver = missing_driver(driver_lib)
+    if no_driver:
+        return {"status": "skipped", "detail": no_driver, "gpus": None}
     env = dict(os.environ)
     cmd = [exe]
     pair = None

@@ -15,6 +15,7 @@ from . import nvml as nvml_mod
 from . import report, rules
 
 FIRST_BYTES = 4096
+JOIN_TIMEOUT_S = 120.0  # the CLI's default wait for every rank (the library's is 600 s)
 GPU_SIZES = (1 << 20, 256 << 20)
 CPU_SIZES = (1 << 20, 16 << 20)  # host memory on small CI machines: just report
 
@@ -31,14 +32,14 @@ def _get(obj, name, default=None):
     return v() if callable(v) else v
 
 
-def make_communicator(rank: int, world: int, uid=None, address: str | None = None):
+def make_communicator(rank: int, world: int, uid=None, address: str | None = None, join_timeout=None):
     Communicator, UniqueId = _api()
     if address:
         host, _, port = address.rpartition(":")
-        return Communicator.from_address(host, int(port), rank, world)
+        return Communicator.from_address(host, int(port), rank, world, join_timeout=join_timeout)
     if isinstance(uid, str):
         uid = UniqueId.parse(uid)
-    return Communicator(uid, rank, world)
+    return Communicator(uid, rank, world, join_timeout=join_timeout)
 
 
 def create_unique_id():
@@ -273,3 +274,22 @@ def run(comm, **kw) -> dict:
     """The report (dict) of the group; collective: every rank must call it."""
     group = collect(comm, **kw)
     return report.build("group", rules.evaluate_group(group), group)
+
+
+def run_cli(rank: int, world: int, uid=None, address: str | None = None, join_timeout: float = JOIN_TIMEOUT_S,
+            **kw) -> dict:
+    """The command line's group mode: joins, then run(). A group that does not form (a rank
+    missing after join_timeout, a bad id) is itself the finding: this rank's local report
+    with the join error first (rule group-join-failed), not a traceback."""
+    import actorcc
+    try:
+        comm = make_communicator(rank, world, uid=uid, address=address, join_timeout=join_timeout)
+    except actorcc.Error as e:
+        f = facts_mod.collect_local(vmm=kw.get("vmm", True), torch_mode=kw.get("torch_mode", "if-loaded"))
+        f["group_join"] = {"rank": rank, "world": world, "join_timeout_s": join_timeout,
+                           "error": f"{type(e).__name__}: {e}"}
+        return report.build("local", rules.evaluate_local(f), f)
+    try:
+        return run(comm, **kw)
+    finally:
+        _close(comm)

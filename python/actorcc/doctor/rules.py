@@ -288,6 +288,14 @@ def check_vmm(f):
             f"{v.get('detail')}. actorcc's intra-node IPC transport needs it (NCCL's cuMem path too).")
 
 
+def check_group_join(f):
+    j = f.get("group_join")
+    if not j:
+        return None
+    return {"evidence": f"rank {j['rank']} of {j['world']}, waiting {j['join_timeout_s']:g} s: {j['error']}",
+            "ranks": [j["rank"]]}
+
+
 def check_nccl_copies(f):
     n = f.get("nccl") or {}
     if not n.get("versions_differ"):
@@ -494,6 +502,10 @@ RULES: list[Rule] = [
     Rule("nccl-multiple-copies", "info", "Several NCCL versions installed",
          (NCCL_ENV_DOC,), "Keep one (the one torch ships), or make sure every rank loads the same.",
          check_nccl_copies),
+    Rule("group-join-failed", "error", "The doctor's group did not form (a rank missing or refused)",
+         (), "Start the doctor on every rank with the same --uid (or --address) and --world and a "
+         "distinct --rank; raise --join-timeout where ranks start slowly. The ranks the error names "
+         "are the ones to look at.", check_group_join),
     Rule("no-nvml", "info", "No NVIDIA driver (NVML) here", (), "Run on a GPU host for GPU checks.",
          check_no_nvml),
     # ---- group rules: facts of every rank, gathered over the communicator

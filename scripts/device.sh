@@ -10,7 +10,9 @@
 #   tier        the GPU tier on every GPU, one rank each (1 GPU: one rank; 2+: masked, then
 #               permuted without PDL, with the timeout/abort tests)
 #   shared      2, 3, 4 and 8 ranks sharing the GPUs (ACTORCC_CUDA_SHARE_GPU=1): the kernels'
-#               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu)
+#               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu); on one GPU
+#               4 ranks run every 2nd case, 8 ranks every 4th. shared2 ... shared8: one world
+#               (caps 100, 130, 150, 200)
 #   vnodes      two virtual nodes (ACTORCC_NODE_ID per rank): the NCCL path, every collective
 #               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
@@ -95,14 +97,16 @@ phase_tier() {
   fi
 }
 
+# shared W: W ranks round-robin over the GPUs, the quick matrix (--shared-gpu); where W ranks
+# share one GPU the larger worlds sample the matrix (ACTORCC_TEST_SAMPLE: every K-th case, a
+# different residue per world) to fit a device call. Skipped where W GPUs exist (phase tier).
 phase_shared() {
   ensure_build gpu || return
-  local w cap
-  for w in 2 3 4 8; do
-    [ "$w" -le "$NGPU" ] && continue  # not sharing: the tier phase covers it
-    case $w in 2) cap=60 ;; 3) cap=70 ;; 4) cap=80 ;; *) cap=110 ;; esac
-    group "shared-$w" "$cap" "$(devlist "$w")" "" --shared-gpu
-  done
+  local w=$1 cap sample
+  [ "$w" -le "$NGPU" ] && return
+  case $w in 2) cap=100 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=4 ;; esac
+  [ "$NGPU" -ge 2 ] && sample=1
+  group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
 }
 
 phase_vnodes() {
@@ -205,7 +209,9 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | shared | vnodes | mutations | bench | timeout | tune) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune) "phase_$p" ;;
+    shared) for w in 2 3 4 8; do phase_shared $w; done ;;
+    shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     *) echo "unknown phase '$p'"; exit 2 ;;
   esac
 done

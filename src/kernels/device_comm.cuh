@@ -26,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/mutation.hpp"
+
 namespace actorcc::cuda {
 
 constexpr int kMaxRanks = 8;
@@ -55,6 +57,7 @@ struct DeviceComm {
   // of this communicator saw or raised an abort/timeout (sticky, device memory, cheap to poll).
   unsigned long long* abort_poll;
   unsigned long long abort_poll_ns;  // 0: every waiting thread reads the host word at every check
+  int mutation = 0;                  // test-only build: common/mutation.hpp (always 0 otherwise)
 };
 
 // Error codes the kernels leave in error[0].

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "actorcc/types.hpp"
+#include "common/mutation.hpp"
 
 namespace actorcc::cuda {
 
@@ -88,9 +89,11 @@ template <typename T> struct AvgOp {
 // order; get(k) returns source k's word. R > 0 unrolls the source loop over R >= world
 // (compile-time indices, so a caller's array of prefetched words stays in registers); R = 0
 // loops over `world` at run time (one copy of get(), for get()s that poll). Same bits either way.
+// `mutation`: the test-only build's injected bugs (common/mutation.hpp); ignored otherwise.
 template <typename T, typename Op, typename Word, int R = 0, typename Get>
-__device__ __forceinline__ Word reduce_word(int world, Get get) {
+__device__ __forceinline__ Word reduce_word(int world, Get get, int mutation = 0) {
   constexpr int N = sizeof(Word) / sizeof(T);
+  constexpr bool kHalf = std::is_same_v<T, Half> || std::is_same_v<T, BFloat>;
   union U { Word w; T e[N]; };
   U u;
   u.w = get(0);
@@ -101,13 +104,19 @@ __device__ __forceinline__ Word reduce_word(int world, Get get) {
     u.w = get(k);
 #pragma unroll
     for (int i = 0; i < N; ++i) acc[i] = Op::combine(acc[i], Op::load(u.e[i]));
+    if constexpr (kMutations && kHalf)
+      if (mutation == kMutHalfAcc) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] = Widen<T>::load(Widen<T>::store(acc[i]));
+      }
   };
+  const int folded = (kMutations && mutation == kMutDropRank && world > 1) ? world - 1 : world;
   if constexpr (R == 0) {
-    for (int k = 1; k < world; ++k) fold(k);
+    for (int k = 1; k < folded; ++k) fold(k);
   } else {
 #pragma unroll
     for (int k = 1; k < R; ++k)
-      if (k < world) fold(k);
+      if (k < folded) fold(k);
   }
 #pragma unroll
   for (int i = 0; i < N; ++i) u.e[i] = Op::finish(acc[i], world);

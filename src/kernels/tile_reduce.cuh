@@ -25,7 +25,10 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
   auto load = [&](size_t i, int k) -> uint4 {
     return k == me ? reinterpret_cast<const uint4*>(own)[i] : ld_cg(slot0 + k * stride + i * 16);
   };
+  // Test-only build: CTA 0 stores every word one word late (common/mutation.hpp).
+  const bool shift = kMutations && c.mutation == kMutShiftTile && blockIdx.x == 0;
   auto emit = [&](size_t i, uint4 r) {
+    if (shift && i + 1 < nv) ++i;
     reinterpret_cast<uint4*>(out)[i] = r;
     if (!push) return;
 #pragma unroll
@@ -44,7 +47,7 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
       for (int k = 0; k < R; ++k)
         if (k < W) w[u][k] = load(i + u * nthr, k);
 #pragma unroll
-    for (int u = 0; u < U; ++u) emit(i + u * nthr, reduce_word<T, Op, uint4, R>(W, [&](int k) { return w[u][k]; }));
+    for (int u = 0; u < U; ++u) emit(i + u * nthr, reduce_word<T, Op, uint4, R>(W, [&](int k) { return w[u][k]; }, c.mutation));
   }
   if constexpr (U > 1) {
     for (; i < nv; i += nthr) {
@@ -52,13 +55,13 @@ __device__ __forceinline__ void reduce_tile(const DeviceComm& c, T* __restrict__
 #pragma unroll
       for (int k = 0; k < R; ++k)
         if (k < W) w[k] = load(i, k);
-      emit(i, reduce_word<T, Op, uint4, R>(W, [&](int k) { return w[k]; }));
+      emit(i, reduce_word<T, Op, uint4, R>(W, [&](int k) { return w[k]; }, c.mutation));
     }
   }
   for (size_t e = nv * EPV + tid; e < n; e += nthr) {
     const T r = reduce_word<T, Op, T>(W, [&](int k) {
       return k == me ? own[e] : ld_cg_elem(reinterpret_cast<const T*>(slot0 + k * stride) + e);
-    });
+    }, c.mutation);
     out[e] = r;
     if (push)
       for (int k = 1; k < W; ++k) {

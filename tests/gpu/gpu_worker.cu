@@ -1,7 +1,8 @@
 // gpu_worker: one rank of the GPU test tier (public API only, like a user's actor). Started by
 // gpu_launch, which passes ACTORCC_TEST_RANK / _WORLD / _IDS (comma-separated UniqueIds).
 //   gpu_worker [--quick] [--no-bench] [--bench-only] [--timeout-test] [--stall-test] [--registered-only]
-//              [--shared-gpu]
+//              [--shared-gpu] [--mutation-check]
+// --mutation-check: only the short matrix that the test-only mutation build must fail.
 // --shared-gpu: more ranks than GPUs (gpu_launch --devices 0,1,0,1): sets ACTORCC_CUDA_SHARE_GPU,
 // runs the quick matrix without timing and with 20 graph replays / back-to-back rounds, so the
 // kernels' 3-8 rank paths run on real GPUs where only 2 are lent.
@@ -9,7 +10,8 @@
 // inputs per case, poisoned outputs with guard bytes, in place and out of place, aligned and
 // element-misaligned pointers, each all-reduce algorithm forced and the planner's choice; a
 // CUDA graph replayed 1000 times; 1000 back-to-back eager calls mixing algorithms; results
-// compared with a float64/int64 host reference and bitwise across ranks. Then a timing table.
+// compared exactly with a host reference computed in the kernels' order and precision (fp16/bf16
+// inputs whose sums round) and bitwise across ranks. Then a timing table.
 // Prints "RESULT rank R cases N failures F" and exits non-zero on any failure.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -58,6 +60,16 @@ constexpr size_t kGuard = 256;
 long rounds(bool quick, long full = 300) { return g_shared_gpu ? 20 : quick ? 100 : full; }
 constexpr uint8_t kPoison = 0xA5;
 
+// ACTORCC_TEST_SAMPLE=K (K > 1): the matrix functions run every K-th case only, starting at
+// (world - 1) % K, so the shared-GPU runs of several world sizes (minutes per GPU switch) fit a device
+// call and together cover the cases that one run would skip. Every rank skips the same cases.
+long g_sample = 1;
+unsigned long g_case_seq = 0;
+bool sampled_out() {
+  const unsigned long k = g_case_seq++;
+  return g_sample > 1 && long(k % g_sample) != (g_world - 1) % g_sample;
+}
+
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -69,15 +81,29 @@ bool is_float(DataType t) {
   return t == DataType::Float32 || t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float64;
 }
 
-// Exactly representable test values (all sums/products of the float inputs are exact in
-// float32 except avg; prod inputs are powers of two).
+// Float inputs whose reductions are exact in the kernels' accumulation type (float32; float64
+// for double) but ROUND once when stored as fp16/bf16, so accumulating half types in half
+// precision would give other bits: m * 2^(e-12) with m of mant_bits(t, world) bits, e in [0, 8)
+// (sum, avg, min, max); +-{1, 3, 5, 7}/4 (prod: exact in float32 up to 8 ranks). Integer inputs
+// are small, so their sums and products are exact before wrapping.
+int mant_bits(DataType t, int world) {
+  int lg = 0;
+  while ((1 << lg) < world) ++lg;
+  const int own = t == DataType::Float16 ? 11 : t == DataType::BFloat16 ? 8 : t == DataType::Float32 ? 24 : 30;
+  const int spread = t == DataType::Float64 ? 15 : 7, acc = t == DataType::Float64 ? 53 : 24;
+  return std::max(1, std::min(own, acc - spread - lg));
+}
+
 double gen(uint64_t seed, int rank, size_t i, DataType t, RedOp op) {
   uint64_t h = mix(seed * 1315423911ull ^ mix(uint64_t(rank) << 40 ^ i));
+  if (is_float(t)) {
+    const double sign = (h >> 63) ? -1.0 : 1.0;
+    if (op == RedOp::Prod) return sign * double(2 * (h % 4) + 1) * 0.25;
+    const int e = int((h >> 40) % (t == DataType::Float64 ? 16 : 8));
+    const int64_t m = int64_t(h & ((1ull << mant_bits(t, g_world)) - 1));
+    return std::ldexp(double(sign < 0 ? -m : m), e - 12);  // m == 0 gives +0
+  }
   if (op == RedOp::Prod) {
-    if (is_float(t)) {
-      static const double v[6] = {-2, -1, -0.5, 0.5, 1, 2};
-      return v[h % 6];
-    }
     if (t == DataType::UInt8) return double(1 + h % 3);
     static const double v[3] = {-1, 1, 2};
     return v[h % 3];
@@ -87,7 +113,7 @@ double gen(uint64_t seed, int rank, size_t i, DataType t, RedOp op) {
     case DataType::UInt8: return double(h % 41);
     case DataType::Int32: return double(int64_t(h % 200001) - 100000);
     case DataType::Int64: return double(int64_t(h % (1ull << 40)) - int64_t(1ull << 39));
-    default: return (double(h % 33) - 16.0) / 4.0;
+    default: return 0;  // float types returned above
   }
 }
 
@@ -142,17 +168,25 @@ struct Ref {
 Ref reference(uint64_t seed, size_t i, DataType t, RedOp op, int world) {
   Ref r;
   if (is_float(t)) {
-    double acc = 0;
-    for (int k = 0; k < world; ++k) {
-      double v = gen(seed, k, i, t, op);
-      if (k == 0) acc = v;
-      else if (op == RedOp::Sum || op == RedOp::Avg) acc += v;
-      else if (op == RedOp::Prod) acc *= v;
-      else if (op == RedOp::Min) acc = std::min(acc, v);
-      else acc = std::max(acc, v);
-    }
-    if (op == RedOp::Avg) acc /= world;
-    r.f = acc;
+    // The kernels' order and precision (src/kernels/reduce_ops.cuh): rank order, float32
+    // (float64 for double), avg divided in that type, then rounded once to t.
+    auto fold = [&](auto acc) {
+      using Acc = decltype(acc);
+      for (int k = 0; k < world; ++k) {
+        const Acc v = Acc(gen(seed, k, i, t, op));
+        if (k == 0) acc = v;
+        else if (op == RedOp::Sum || op == RedOp::Avg) acc = acc + v;
+        else if (op == RedOp::Prod) acc = acc * v;
+        else if (op == RedOp::Min) acc = v < acc ? v : acc;
+        else acc = v > acc ? v : acc;
+      }
+      if (op == RedOp::Avg) acc = acc / Acc(world);
+      return double(acc);
+    };
+    const double wide = t == DataType::Float64 ? fold(0.0) : fold(0.0f);
+    uint8_t one[8];
+    store(one, 0, wide, t);
+    r.f = load(one, 0, t);
   } else {
     uint64_t acc = 0;
     int64_t sacc = 0;
@@ -169,15 +203,6 @@ Ref reference(uint64_t seed, size_t i, DataType t, RedOp op, int world) {
     else r.n = wrap(acc, t);
   }
   return r;
-}
-
-double tolerance(DataType t) {
-  switch (t) {
-    case DataType::Float16: return 1e-3;
-    case DataType::BFloat16: return 8e-3;
-    case DataType::Float32: return 1e-6;
-    default: return 1e-13;
-  }
 }
 
 uint64_t fnv(const void* p, size_t n) {
@@ -222,6 +247,7 @@ void sync_or_fail(const std::string& what) {
 // ---- all_reduce ---------------------------------------------------------------------------
 void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp op, size_t count, bool inplace, int mis,
                     uint64_t seed) {
+  if (sampled_out()) return;
   ++g_cases;
   const size_t es = dtype_size(t), bytes = count * es, off = mis ? es : 0;
   std::string what = desc("all_reduce", cname, t, op, count, inplace, mis);
@@ -247,7 +273,7 @@ void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp
     Ref r = reference(seed, i, t, op, g_world);
     if (is_float(t)) {
       double g = load(o, i, t);
-      if (!(std::fabs(g - r.f) <= tolerance(t) * std::max(1.0, std::fabs(r.f)))) {
+      if (!(g == r.f)) {  // exact: the reference is rounded as the kernels round
         std::ostringstream os;
         os << what << ": [" << i << "] got " << g << " want " << r.f;
         fail(os.str());
@@ -265,6 +291,7 @@ void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp
 
 // ---- reduce_scatter -------------------------------------------------------------------------
 void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool inplace, uint64_t seed) {
+  if (sampled_out()) return;
   ++g_cases;
   const size_t es = dtype_size(t), total = n * g_world;
   std::string what = desc("reduce_scatter", "auto", t, op, n, inplace, 0);
@@ -287,8 +314,7 @@ void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool i
   size_t bad = 0;
   for (size_t i = 0; i < n && bad < 3; ++i) {
     Ref r = reference(seed, g_rank * n + i, t, op, g_world);
-    bool ok = is_float(t) ? std::fabs(load(h.data(), i, t) - r.f) <= tolerance(t) * std::max(1.0, std::fabs(r.f))
-                          : load_int(h.data(), i, t) == r.n;
+    bool ok = is_float(t) ? load(h.data(), i, t) == r.f : load_int(h.data(), i, t) == r.n;
     if (!ok) {
       std::ostringstream os;
       os << what << ": [" << i << "] got " << load(h.data(), i, t) << " want " << (is_float(t) ? r.f : double(r.n));
@@ -300,6 +326,7 @@ void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool i
 
 // ---- all_gather ---------------------------------------------------------------------------
 void test_all_gather(Communicator& c, DataType t, size_t n, bool inplace, int mis, uint64_t seed) {
+  if (sampled_out()) return;
   ++g_cases;
   const size_t es = dtype_size(t), total = n * g_world, off = mis ? es : 0;
   std::string what = desc("all_gather", "auto", t, RedOp::Sum, n, inplace, mis);
@@ -335,6 +362,7 @@ void test_all_gather(Communicator& c, DataType t, size_t n, bool inplace, int mi
 
 // ---- broadcast ----------------------------------------------------------------------------
 void test_broadcast(Communicator& c, DataType t, size_t n, int root, bool inplace, uint64_t seed) {
+  if (sampled_out()) return;
   ++g_cases;
   const size_t es = dtype_size(t);
   std::string what = desc("broadcast", "root" + std::to_string(root), t, RedOp::Sum, n, inplace, 0);
@@ -928,6 +956,7 @@ void registered_groups(const std::vector<std::string>& ids, bool quick, uint64_t
 
 int main(int argc, char** argv) {
   bool quick = false, do_bench = true, bench_only = false, timeout_test = false, stall = false, reg_only = false;
+  bool mut_check = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
@@ -937,6 +966,7 @@ int main(int argc, char** argv) {
     else if (a == "--stall-test") stall = true;
     else if (a == "--registered-only") reg_only = true;
     else if (a == "--shared-gpu") g_shared_gpu = quick = true, do_bench = false;
+    else if (a == "--mutation-check") mut_check = true, do_bench = false;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines survive a kill by the caller's timeout
   const char* r = std::getenv("ACTORCC_TEST_RANK");
@@ -948,6 +978,7 @@ int main(int argc, char** argv) {
   }
   g_rank = std::atoi(r);
   g_world = std::atoi(w);
+  if (const char* k = std::getenv("ACTORCC_TEST_SAMPLE")) g_sample = std::max(1L, std::atol(k));
   if (g_shared_gpu) setenv("ACTORCC_CUDA_SHARE_GPU", "1", 1);
   auto ids = split(ids_env);
   CK(cudaSetDevice(0));
@@ -980,9 +1011,20 @@ int main(int argc, char** argv) {
         stall_test(*c, vs[k].label, vs[k].bytes, {0, 300, 1000, 3000, 0});
       }
     }
+    if (mut_check) {
+      // The short matrix the mutation phase runs (scripts/device.sh mutations): sizes on the
+      // tile-reduce routes, the half types whose sums round, avg and prod; every mutation of
+      // common/mutation.hpp must fail some of these cases, the unmutated build none.
+      auto c = make_comm(ids[0], "");
+      for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32})
+        for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Prod})
+          for (size_t n : {size_t(262147), size_t(1048576 + 5), size_t(4194304 + 3)}) test_allreduce(*c, "auto", t, op, n, false, 0, seed++);
+      for (DataType t : {DataType::Float16, DataType::Float32})
+        for (size_t n : {size_t(100003), size_t(1000003)}) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
+    }
     if (g_shared_gpu) refused_without_share_setting(ids[25]);
     if (reg_only && g_world > 1) registered_groups(ids, true, seed);
-    if (!bench_only && !stall && !reg_only) {
+    if (!bench_only && !stall && !reg_only && !mut_check) {
       // 1. the planner's choice, every dtype x op, sizes across every algorithm's range
       {
         auto c = make_comm(ids[0], "");
@@ -997,8 +1039,7 @@ int main(int argc, char** argv) {
           for (RedOp op : ops)
             for (size_t n : sizes) {
               if (n * dtype_size(t) > (64u << 20)) continue;
-              bool big = n > 300000;
-              if (big && (op == RedOp::Prod || op == RedOp::Max)) continue;  // enough coverage, saves time
+              bool big = n > 300000;  // every op at 1 Mi elements; above, the cheaper dtypes only
               if (n > (8u << 20) && t != DataType::Float32 && t != DataType::BFloat16 && t != DataType::Int8 &&
                   t != DataType::Int64)
                 continue;
@@ -1012,7 +1053,7 @@ int main(int argc, char** argv) {
           for (size_t n : {size_t(1), size_t(5), size_t(1024), size_t(4099), size_t(100003), size_t(2000000)}) {
             if (n * dtype_size(t) * g_world > (64u << 20)) continue;
             for (RedOp op : ops) {
-              if (n > 5000 && op != RedOp::Sum && op != RedOp::Min) continue;
+              if (n > 200000 && op != RedOp::Sum && op != RedOp::Min) continue;  // every op up to 100003
               test_reduce_scatter(*c, t, op, n, false, seed++);
             }
             test_reduce_scatter(*c, t, RedOp::Sum, n, true, seed++);

@@ -6,36 +6,50 @@ import actorcc
 DTYPES = ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64"]
 
 
+def vals(rank, n):
+    """Rank `rank`'s input: a hash of (rank, position) in 0..4, so no two ranks and no nearby
+    positions agree (a chunk stored at a wrong offset shows) and every sum is exact in every
+    dtype up to 8 ranks."""
+    import torch
+    i = torch.arange(n, device="cuda", dtype=torch.int64)
+    h = (i * 2654435761 + (rank + 1) * 97531) % (1 << 31)
+    h = ((h ^ (h >> 13)) * 1274126177) % (1 << 31)
+    return (h >> 7) % 5
+
+
 def torch_matrix(rank, world, uid):
     import torch
     fails = []
     assert torch.cuda.device_count() == 1, os.environ.get("CUDA_VISIBLE_DEVICES")
     torch.cuda.set_device(0)
+    f64 = torch.float64
     with actorcc.Communicator(uid, rank, world, timeout=60) as comm:
         if comm.backend != "cuda" or comm.device != 0:
             fails.append(f"backend {comm.backend} device {comm.device}")
         for name in DTYPES:
             dt = getattr(torch, name)
             for n in (1, 7, 4099, 1 << 20):
-                base = (torch.arange(n, device="cuda", dtype=torch.int64) * (rank + 3) + rank) % 5
-                x = base.to(dt)
-                want = sum(((torch.arange(n, device="cuda", dtype=torch.int64) * (r + 3) + r) % 5) for r in range(world))
+                x = vals(rank, n).to(dt)
+                want = sum(vals(r, n) for r in range(world))
                 comm.all_reduce(x)
                 torch.cuda.synchronize()
-                if not torch.equal(x.to(torch.float64), want.to(dt).to(torch.float64)):
+                if not torch.equal(x.to(f64), want.to(dt).to(f64)):
                     fails.append(f"all_reduce {name} n={n}")
-                g = comm.all_gather(base.to(dt))
+                g = comm.all_gather(vals(rank, n).to(dt))
                 torch.cuda.synchronize()
                 if g.device.type != "cuda" or g.numel() != n * world or g.dtype != dt:
                     fails.append(f"all_gather {name} n={n}: {g.shape} {g.device}")
-                rs = comm.reduce_scatter(torch.ones(n * world, device="cuda", dtype=dt))
+                elif not all(torch.equal(g.view(world, n)[q].to(f64), vals(q, n).to(f64)) for q in range(world)):
+                    fails.append(f"all_gather {name} n={n}: values")
+                rs = comm.reduce_scatter(vals(rank, n * world).to(dt))
                 torch.cuda.synchronize()
-                if not bool((rs.to(torch.float64) == world).all()):
+                want_rs = sum(vals(r, n * world) for r in range(world))[rank * n:(rank + 1) * n]
+                if not torch.equal(rs.to(f64), want_rs.to(dt).to(f64)):
                     fails.append(f"reduce_scatter {name} n={n}")
-                b = torch.full((n,), rank, device="cuda", dtype=dt)
+                b = vals(rank, n).to(dt)
                 comm.broadcast(b, root=world - 1)
                 torch.cuda.synchronize()
-                if not bool((b.to(torch.float64) == world - 1).all()):
+                if not torch.equal(b.to(f64), vals(world - 1, n).to(f64)):
                     fails.append(f"broadcast {name} n={n}")
         # explicit stream, and the default = torch's current stream
         s = torch.cuda.Stream()

@@ -111,13 +111,15 @@ def collective_matrix(rank, world, uid, sizes=SIZES, ops=OPS, big=True):
                     if not close(x, make_input(root, n, dtype, seed + root), dtype):
                         fails.append(f"broadcast {dtype} root={root} n={n}")
         if big:  # large enough for the big-message algorithms
+            # rank- and position-dependent (a misplaced chunk shows), exact in float32
             n = (1 << 20) + 3
-            x = np.full(n, rank + 1, np.float32)
+            big_in = lambda r: ((np.arange(n, dtype=np.int64) * (2 * r + 3) + (np.arange(n) >> 9) + r) % 251)
+            x = big_in(rank).astype(np.float32)
             comm.all_reduce(x)
-            if not np.all(x == world * (world + 1) / 2):
+            if not np.array_equal(x, sum(big_in(r) for r in range(world)).astype(np.float32)):
                 fails.append("all_reduce float32 large")
-            g = comm.all_gather(np.full(n, rank, np.int32))
-            if not np.array_equal(g, np.repeat(np.arange(world, dtype=np.int32), n)):
+            g = comm.all_gather(big_in(rank).astype(np.int32))
+            if not np.array_equal(g, np.concatenate([big_in(r) for r in range(world)]).astype(np.int32)):
                 fails.append("all_gather int32 large")
         comm.barrier()
     return fails

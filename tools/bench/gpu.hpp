@@ -40,19 +40,29 @@ void stream_sync(void* s);
 // Fills `count` elements of `buf` with this rank's input (element offset `offset` of its send
 // buffer), or with the sentinel when `sentinel` is set.
 void fill(void* buf, size_t count, DataType t, const Pattern& p, size_t offset, bool sentinel, void* stream);
-// Counts the elements of buf[0, count) that differ from expected_value(p, j).
+// Counts the elements of buf[0, count) whose bits differ from the host reference (host_data.hpp).
 size_t check(const void* buf, size_t count, DataType t, const Pattern& p, void* stream);
 
 struct Timing {
   double mean_us = 0;  // over back-to-back calls (or graph launches)
   double p50_us = 0;   // per-call times, second pass
   double p99_us = 0;
+  size_t wrong = 0;  // most wrong elements seen by one checked call (nccl-tests' #wrong)
+  int checks = 0;    // checked calls made
 };
+
+// A checked call: fills the inputs and poisons the output, runs `launch` (one collective, or a
+// replay of a captured graph), and returns how many output elements are wrong. Its cost is
+// never inside a timed region.
+using Verify = std::function<size_t(const std::function<void()>& launch)>;
 
 // Times `one_call` (which enqueues one collective on `stream`): `warmup` calls, then `iters`
 // back-to-back calls between two events, then a second pass with events around each call.
 // graph > 0: the iters calls are captured into one CUDA graph that is launched `graph` times;
 // per-call times then come from a one-call graph.
-Timing time_calls(void* stream, int warmup, int iters, int graph, const std::function<void()>& one_call);
+// With `verify`, a checked call follows every timed phase: eager, one call after each pass;
+// graph, a replay of the one-call graph and (replay_all: out of place) of the timed graph.
+Timing time_calls(void* stream, int warmup, int iters, int graph, const std::function<void()>& one_call,
+                  const Verify& verify, bool replay_all);
 
 }  // namespace actorcc::bench::gpu

@@ -21,6 +21,6 @@ void stream_destroy(void*) {}
 void stream_sync(void*) { no_cuda(); }
 void fill(void*, size_t, DataType, const Pattern&, size_t, bool, void*) { no_cuda(); }
 size_t check(const void*, size_t, DataType, const Pattern&, void*) { no_cuda(); }
-Timing time_calls(void*, int, int, int, const std::function<void()>&) { no_cuda(); }
+Timing time_calls(void*, int, int, int, const std::function<void()>&, const Verify&, bool) { no_cuda(); }
 
 }  // namespace actorcc::bench::gpu

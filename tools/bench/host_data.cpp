@@ -1,15 +1,20 @@
-// Host fill/check with the same values as the CUDA kernels (pattern.hpp).
+// Host fill with the same values as the CUDA fill kernel, and the reference every check (CPU
+// and CUDA backends alike) compares with (pattern.hpp).
 #include "host_data.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "dtype_dispatch.hpp"
+#include "reduce/host_reduce.hpp"
 
 namespace actorcc::bench::host {
 namespace {
@@ -21,76 +26,110 @@ struct BF16 {
   uint16_t bits;
 };
 
-uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float u2f(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+// The library's IEEE conversions (round to nearest even; unit-tested in test_host_reduce) are
+// the only library code the reference uses: the GPU kernels convert with CUDA's intrinsics.
+template <typename T> T from_double(double v) { return static_cast<T>(v); }
+template <> Half from_double<Half>(double v) { return Half{actorcc::float_to_half(static_cast<float>(v))}; }
+template <> BF16 from_double<BF16>(double v) { return BF16{actorcc::float_to_bfloat16(static_cast<float>(v))}; }
+
+template <typename T> constexpr bool kFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BF16>;
+
+// Rank r's input element i as a T.
+template <typename T> T input(const Pattern& p, int r, size_t i) {
+  if constexpr (kFloat<T>) return from_double<T>(float_input(p, r, i));
+  else return static_cast<T>(int_input(p, r, i));
 }
 
-// IEEE binary16, round to nearest even.
-uint16_t float_to_half(float f) {
-  uint32_t x = f2u(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t mant = x & 0x7fffffu;
-  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff);
-  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
-  int32_t e = exp - 127 + 15;
-  if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (e <= 0) {
-    if (e < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    uint32_t shift = static_cast<uint32_t>(14 - e);
-    uint32_t h = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
+// The reduction of element i over the ranks, written from the library's documented semantics
+// (not from its code): floats accumulate in float32 (float64 for double) in rank order and
+// round once; integer sum/prod wrap; integer avg sums in 64 bits and divides toward zero.
+template <typename T> T reduce_over_ranks(const Pattern& p, size_t i) {
+  if constexpr (kFloat<T>) {
+    using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    Acc acc = static_cast<Acc>(float_input(p, 0, i));
+    for (int q = 1; q < p.world; ++q) {
+      const Acc x = static_cast<Acc>(float_input(p, q, i));
+      switch (p.op) {
+        case kProd: acc = acc * x; break;
+        case kMin: acc = x < acc ? x : acc; break;
+        case kMax: acc = x > acc ? x : acc; break;
+        default: acc = acc + x; break;
+      }
+    }
+    if (p.op == kAvg) acc = acc / static_cast<Acc>(p.world);
+    return from_double<T>(static_cast<double>(acc));  // exact for float/double; one RNE for halves
+  } else {
+    uint64_t acc = static_cast<uint64_t>(int_input(p, 0, i));
+    int64_t lo = int_input(p, 0, i), hi = lo;
+    for (int q = 1; q < p.world; ++q) {
+      const int64_t x = int_input(p, q, i);
+      if (p.op == kProd) acc *= static_cast<uint64_t>(x);
+      else acc += static_cast<uint64_t>(x);
+      lo = x < lo ? x : lo;
+      hi = x > hi ? x : hi;
+    }
+    switch (p.op) {
+      case kMin: return static_cast<T>(lo);
+      case kMax: return static_cast<T>(hi);
+      case kAvg:
+        if constexpr (std::is_signed_v<T>) return static_cast<T>(static_cast<int64_t>(acc) / p.world);
+        else return static_cast<T>(acc / static_cast<uint64_t>(p.world));
+      default: return static_cast<T>(acc);  // modular: the same bits as wrapping in T
+    }
   }
-  uint32_t h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
 }
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    if (mant == 0) return u2f(sign);
-    float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
+// Element j of this rank's receive buffer after a correct collective.
+template <typename T> T expected(const Pattern& p, size_t j) {
+  switch (p.coll) {
+    case kReduceScatter: return reduce_over_ranks<T>(p, static_cast<size_t>(p.rank) * p.chunk + j);
+    case kAllGather: return input<T>(p, static_cast<int>(j / p.chunk), j % p.chunk);
+    case kBroadcast: return input<T>(p, p.root, j);
+    default: return reduce_over_ranks<T>(p, j);
   }
-  if (exp == 0x1f) return u2f(sign | 0x7f800000u | (mant << 13));
-  return u2f(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
-uint16_t float_to_bf16(float f) {
-  uint32_t u = f2u(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
+double to_double(float v) { return v; }
+double to_double(double v) { return v; }
+double to_double(Half v) { return actorcc::half_to_float(v.bits); }
+double to_double(BF16 v) { return actorcc::bfloat16_to_float(v.bits); }
+
+// The only inexact comparison: NCCL's float avg (it scales each input before summing, which
+// rounds differently from the documented sum-then-divide); about two units in the last place.
+double avg_tolerance(const Pattern& p) {
+  if (!p.exact_in_type || p.op != kAvg) return 0;
+  switch (p.dtype) {
+    case kF32: return 3e-7;
+    case kF16: return 2e-3;
+    case kBF16: return 1.6e-2;
+    case kF64: return 5e-16;
+    default: return 0;
+  }
 }
-float bf16_to_float(uint16_t b) { return u2f(static_cast<uint32_t>(b) << 16); }
-
-template <typename T> T from_double(double v) { return static_cast<T>(static_cast<long long>(v)); }
-template <> float from_double<float>(double v) { return static_cast<float>(v); }
-template <> double from_double<double>(double v) { return v; }
-template <> Half from_double<Half>(double v) { return Half{float_to_half(static_cast<float>(v))}; }
-template <> BF16 from_double<BF16>(double v) { return BF16{float_to_bf16(static_cast<float>(v))}; }
-
-template <typename T> double to_double(T v) { return static_cast<double>(v); }
-template <> double to_double<Half>(Half v) { return half_to_float(v.bits); }
-template <> double to_double<BF16>(BF16 v) { return bf16_to_float(v.bits); }
 
 template <typename F>
 void dispatch(DataType t, F&& f) {
   dispatch_dtype<Half, BF16>(t, std::forward<F>(f));
+}
+
+// Runs f(lo, hi) over [0, count) in a few threads: a reference for 1 GiB on 8 ranks is ~2G
+// hashes, which one thread per rank would take tens of seconds for.
+template <typename F>
+void parallel_ranges(size_t count, F&& f) {
+  const size_t kMinPerThread = size_t(1) << 20;
+  size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  n = std::max<size_t>(1, std::min(n, count / kMinPerThread));
+  if (n == 1) {
+    f(size_t(0), count);
+    return;
+  }
+  std::vector<std::thread> ts;
+  const size_t per = (count + n - 1) / n;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t lo = k * per, hi = std::min(count, lo + per);
+    if (lo < hi) ts.emplace_back([&f, lo, hi] { f(lo, hi); });
+  }
+  for (auto& t : ts) t.join();
 }
 
 }  // namespace
@@ -112,26 +151,36 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 }
 
 void fill(void* buf, size_t count, DataType t, const Pattern& p, size_t offset, bool sentinel) {
+  if (sentinel) {
+    std::memset(buf, kSentinelByte, count * dtype_size(t));
+    return;
+  }
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     T* b = static_cast<T*>(buf);
-    for (size_t i = 0; i < count; ++i)
-      b[i] = from_double<T>(sentinel ? kSentinel : input_value(p.op, p.rank, offset + i));
+    parallel_ranges(count, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) b[i] = input<T>(p, p.rank, offset + i);
+    });
   });
 }
 
 size_t check(const void* buf, size_t count, DataType t, const Pattern& p) {
-  size_t bad = 0;
-  double tol = check_tolerance(t, p.op);
+  std::atomic<size_t> bad{0};
+  const double tol = avg_tolerance(p);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     const T* b = static_cast<const T*>(buf);
-    for (size_t i = 0; i < count; ++i) {
-      double want = to_double<T>(from_double<T>(expected_value(p, i)));
-      double got = to_double<T>(b[i]);
-      bool ok = tol > 0 ? std::fabs(got - want) <= tol * std::fabs(want) : got == want;
-      bad += ok ? 0 : 1;
-    }
+    parallel_ranges(count, [&](size_t lo, size_t hi) {
+      size_t mine = 0;
+      for (size_t i = lo; i < hi; ++i) {
+        const T want = expected<T>(p, i);
+        bool ok = std::memcmp(&want, &b[i], sizeof(T)) == 0;  // bitwise: -0 != +0, NaN != NaN
+        if constexpr (kFloat<T>)
+          if (!ok && tol > 0) ok = std::fabs(to_double(b[i]) - to_double(want)) <= tol * std::fabs(to_double(want));
+        mine += ok ? 0 : 1;
+      }
+      bad += mine;
+    });
   });
   return bad;
 }

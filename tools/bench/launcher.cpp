@@ -123,6 +123,7 @@ class Launcher {
   gpu::Probe probe_;
   std::string backend_;
   int world_ = 0;
+  bool sharing_ = false;  // CUDA ranks share GPUs (ACTORCC_CUDA_SHARE_GPU=1, more ranks than GPUs)
   std::vector<WorkerProc> workers_;
   std::vector<int> order_;
   std::string run_dir_;
@@ -148,8 +149,13 @@ void Launcher::resolve() {
   c_.backend = backend_;
   if (backend_ == "cuda") {
     world_ = c_.gpus ? c_.gpus : (c_.ranks ? c_.ranks : ngpu);
-    if (world_ > ngpu)
-      throw InvalidArgument("asked for " + std::to_string(world_) + " GPUs but " + std::to_string(ngpu) + " are visible");
+    // ACTORCC_CUDA_SHARE_GPU=1 (the library's setting, inherited by the workers): more ranks
+    // than GPUs, assigned round-robin, so the 3-8 rank kernel paths run where one GPU is lent.
+    const char* share = std::getenv("ACTORCC_CUDA_SHARE_GPU");
+    sharing_ = share && std::string(share) == "1" && world_ > ngpu;
+    if (world_ > ngpu && !sharing_)
+      throw InvalidArgument("asked for " + std::to_string(world_) + " GPUs but " + std::to_string(ngpu) +
+                            " are visible (ACTORCC_CUDA_SHARE_GPU=1 lets ranks share them)");
   } else {
     world_ = c_.ranks ? c_.ranks : (c_.gpus ? c_.gpus : 4);
     if (c_.graph > 0) throw InvalidArgument("-G (CUDA graphs) needs the CUDA backend");
@@ -160,10 +166,11 @@ void Launcher::resolve() {
   if (c_.max_bytes == 0) c_.max_bytes = std::max(c_.min_bytes, backend_ == "cuda" ? size_t(64) << 20 : size_t(1) << 20);
   if (c_.impls.empty() && !c_.impls_explicit) {
     c_.impls = {"actorcc"};
-    if (backend_ == "cuda") c_.impls.push_back("nccl");
+    if (backend_ == "cuda" && !sharing_) c_.impls.push_back("nccl");
   }
   bool wants_nccl = c_.nccl_symmetric || std::find(c_.impls.begin(), c_.impls.end(), "nccl") != c_.impls.end();
   if (wants_nccl && backend_ != "cuda") throw InvalidArgument("the NCCL baseline needs GPUs (this run uses the CPU backend)");
+  if (wants_nccl && sharing_) throw InvalidArgument("the NCCL baseline needs one GPU per rank (NCCL refuses ranks sharing a GPU)");
   if (wants_nccl) c_.nccl_lib = resolve_nccl_lib(c_);
   if (c_.launch == Launch::Torchrun) c_.stagger_s = 0;
 
@@ -186,7 +193,7 @@ void Launcher::resolve() {
     int node = std::min(r / per_node, c_.nodes - 1);
     int local = r - node * per_node;
     if (backend_ == "cuda") {
-      w.gpu = c_.permute ? world_ - 1 - r : r;
+      w.gpu = (c_.permute ? world_ - 1 - r : r) % ngpu;
       std::string ident = w.gpu < static_cast<int>(parent_visible.size()) ? parent_visible[w.gpu] : std::to_string(w.gpu);
       if (c_.launch == Launch::Actors) {
         w.device = 0;

@@ -273,6 +273,11 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
   o << "    \"iters\": " << c.iters << ",\n";  // 0: by size (Config::iters_for)
   o << "    \"warmup\": " << c.warmup << ",\n";
   o << "    \"check\": " << (c.check ? "true" : "false") << ",\n";
+  // What a checked run checked (runs before this scheme had inputs with period 8 and one eager
+  // call per size).
+  if (c.check)
+    o << "    \"check_scheme\": " << q("rank- and index-hashed inputs, host reference, bitwise; a checked call after every "
+                                         "timed phase, graph mode: replays of the captured graphs") << ",\n";
   o << "    \"inplace\": " << (c.inplace ? "true" : "false") << ",\n";
   o << "    \"root\": " << c.root << ",\n";
   o << "    \"register\": " << (c.register_buffers ? "true" : "false") << ",\n";

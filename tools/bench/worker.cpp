@@ -132,6 +132,7 @@ class Worker {
   std::unique_ptr<NcclLib> nccl_;  // the NCCL loader is part of the library's CUDA build only
 #endif
   bool nccl_version_sent_ = false;
+  bool nccl_inputs_ = false;  // the inputs NCCL's check uses (pattern.hpp: exact_in_type)
   std::vector<host::Buffer> host_bufs_;
   std::FILE* results_ = nullptr;
   int64_t arrival_us_ = 0, init_end_us_ = 0;
@@ -218,14 +219,8 @@ Layout Worker::layout(const Impl& impl, size_t want_bytes) const {
 }
 
 Pattern Worker::pattern(const Layout& l) const {
-  Pattern p;
-  p.coll = static_cast<int>(c_.coll);
-  p.op = static_cast<int>(c_.op);
-  p.world = c_.world;
-  p.rank = c_.rank;
-  p.root = c_.root;
-  p.chunk = l.chunk;
-  return p;
+  return make_pattern(static_cast<int>(c_.coll), static_cast<int>(c_.op), static_cast<int>(c_.dtype), c_.world,
+                      c_.rank, c_.root, l.chunk, nccl_inputs_);
 }
 
 // Writes this rank's input; with sentinel_out, first fills the output with a value no correct
@@ -305,15 +300,33 @@ void Worker::sweep(Impl& impl, bool inject_here) {
     fill_inputs(l, false);
     comm_->host_barrier();
     auto one = [&] { impl.call(l.send, l.recv, l.arg); };
+    // A checked call: fresh inputs (in place, the timed calls overwrote them), a poisoned
+    // output, every rank past its timed calls (the barrier) before anyone refills.
+    gpu::Verify verify;
+    if (c_.check)
+      verify = [&](const std::function<void()>& launch) -> size_t {
+        phase(tag + ": check");
+        fill_inputs(l, true);
+        comm_->host_barrier();
+        launch();
+        sync();
+        return check_outputs(l);
+      };
     const int iters = c_.iters_for(l.bytes);
     gpu::Timing t;
     if (gpu_) {
-      t = gpu::time_calls(stream_, c_.warmup, iters, c_.graph, one);
+      t = gpu::time_calls(stream_, c_.warmup, iters, c_.graph, one, verify, !c_.inplace);
     } else {
+      auto checked = [&] {
+        if (!verify) return;
+        t.wrong = std::max(t.wrong, verify(one));
+        ++t.checks;
+      };
       for (int i = 0; i < c_.warmup; ++i) one();
       double t0 = steady_us();
       for (int i = 0; i < iters; ++i) one();
       t.mean_us = (steady_us() - t0) / iters;
+      checked();
       std::vector<double> calls(static_cast<size_t>(iters));
       for (auto& x : calls) {
         double s = steady_us();
@@ -322,26 +335,19 @@ void Worker::sweep(Impl& impl, bool inject_here) {
       }
       t.p50_us = host::percentile(calls, 0.50);
       t.p99_us = host::percentile(calls, 0.99);
+      checked();
     }
 
-    size_t wrong = 0;
-    if (c_.check) {
-      phase(tag + ": check");
-      fill_inputs(l, true);
-      comm_->host_barrier();
-      one();
-      sync();
-      wrong = check_outputs(l);
-      if (fire && c_.inject == Inject::Wrong) {
-        Pattern p = pattern(l);
-        if (gpu_) {
-          gpu::fill(l.recv, l.out_count, c_.dtype, p, 0, true, stream_);
-          sync();
-        } else {
-          host::fill(l.recv, l.out_count, c_.dtype, p, 0, true);
-        }
-        wrong = check_outputs(l);
+    size_t wrong = t.wrong;
+    if (c_.check && fire && c_.inject == Inject::Wrong) {
+      Pattern p = pattern(l);
+      if (gpu_) {
+        gpu::fill(l.recv, l.out_count, c_.dtype, p, 0, true, stream_);
+        sync();
+      } else {
+        host::fill(l.recv, l.out_count, c_.dtype, p, 0, true);
       }
+      wrong = check_outputs(l);
     }
     if (fire) injected = true;
 
@@ -485,9 +491,11 @@ void Worker::run_nccl(bool symmetric) {
   impl.call = [&, ncp](const void* s, void* r, size_t n) {
     ncp->run(c_.coll, s, r, n, c_.dtype, c_.op, c_.root, stream_);
   };
+  nccl_inputs_ = true;
   double first = first_op_ms(impl);
   emit(format_startup(init_ms, first));
   sweep(impl, false);
+  nccl_inputs_ = false;
   sync();
   comm_->host_barrier();
   if (symmetric) {

@@ -132,6 +132,8 @@ class CudaBackend final : public BackendImpl {
     d.error = words_->dev() + 4;
     d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
+    d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
+    if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
     // host abort word (default 20; 0 = every waiting thread at every check, for measurements)
     {

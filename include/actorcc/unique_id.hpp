@@ -18,6 +18,13 @@ struct UniqueId {
   // `port` 0 picks a free one.
   static UniqueId create(const std::string& host = "", uint16_t port = 0);
 
+  // Stops the root that create() started in this process for this id, if no rank has joined
+  // it yet: its thread ends and its port and descriptors close. Returns false (and does
+  // nothing) when the root is in use, already gone, or not in this process. The Python
+  // binding calls it when an id that never left the process (not pickled, printed or turned
+  // into bytes) is dropped.
+  bool stop_root_if_unused() const;
+
   // Printable form (hex, 256 chars) and its inverse; parse() throws InvalidArgument.
   std::string to_string() const;
   static UniqueId parse(const std::string& text);

@@ -58,8 +58,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
 
   const std::string where = f.root.to_string();
   const int root_rank = f.rank0_hosts ? 0 : -1;
-  const Deadline answer_by = join_deadline.when() == Clock::time_point::max()
-                                 ? join_deadline
+  const Deadline answer_by = join_deadline.when() >= Clock::time_point::max() - kJoinGrace
+                                 ? Deadline::never()
                                  : Deadline(join_deadline.when() + kJoinGrace);
 
   net::Fd fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank);
@@ -126,6 +126,12 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     LOG_WARN("actorcc rank " << rank << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
                              << " from the root while joining");
   }
+}
+
+size_t allgather_limit(int world) {
+  // AllgatherResult = seq u64 + count u32 + (u32 length + bytes) per rank.
+  const size_t w = static_cast<size_t>(std::max(world, 1));
+  return (wire::kMaxPayload - 12) / w - 4;
 }
 
 namespace bootstrap {
@@ -221,6 +227,15 @@ void BootstrapClient::barrier(Deadline deadline) { gather(std::string(), deadlin
 
 std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadline deadline, const char* what) {
   abort_->throw_if_raised();
+  // Refused here, before a sequence number is taken or a byte is sent: the caller gets a clear
+  // error, the other ranks are not disturbed, and the group stays usable.
+  if (blob.size() > allgather_limit(world_))
+    throw InvalidArgument("rank " + std::to_string(rank_) + ": " + what + " blob of " + std::to_string(blob.size()) +
+                              " bytes is above the limit of " + std::to_string(allgather_limit(world_)) +
+                              " bytes per rank for a group of " + std::to_string(world_) +
+                              " (all ranks' blobs travel back in one frame of at most " +
+                              std::to_string(wire::kMaxPayload >> 20) + " MiB)",
+                          rank_);
   uint64_t seq;
   {
     std::lock_guard<std::mutex> g(send_mu_);

@@ -31,6 +31,55 @@ constexpr milliseconds kHelloTimeout(5000);
 constexpr milliseconds kCloseLinger(2000);
 // A peer that stops reading must not make the root buffer without bound.
 constexpr size_t kMaxOutBuffer = 512u << 20;
+// Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
+// at once a new one is closed on accept, so strangers cannot exhaust the root's memory or fds
+// while the real ranks, who authenticate at once, still get in.
+constexpr size_t kMaxUnauthenticated = 64;
+// No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
+constexpr int kMaxWorld = 1 << 16;
+// accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
+// listener this long instead of polling it again at once (which spins at full CPU).
+constexpr milliseconds kAcceptBackoff(200);
+
+// Log lines about strangers (rejected tokens, strays, the caps) are limited to a few per window,
+// with the count of those held back, so a flood cannot fill the log.
+class RateLimitedLog {
+ public:
+  // True when a line may be written now; `suppressed` receives how many were held back since.
+  bool allow(uint64_t& suppressed) {
+    auto now = Clock::now();
+    if (now - window_start_ >= kWindow) {
+      window_start_ = now;
+      in_window_ = 0;
+    }
+    if (in_window_ >= kPerWindow) {
+      ++held_;
+      return false;
+    }
+    ++in_window_;
+    suppressed = held_;
+    held_ = 0;
+    return true;
+  }
+
+ private:
+  static constexpr milliseconds kWindow{10000};
+  static constexpr int kPerWindow = 5;
+  Clock::time_point window_start_{};
+  int in_window_ = 0;
+  uint64_t held_ = 0;
+};
+
+std::string held_back(uint64_t n) {
+  return n ? " (" + std::to_string(n) + " similar lines held back)" : std::string();
+}
+
+// Compares tokens in time independent of where they differ.
+bool same_token(const wire::Token& a, const wire::Token& b) {
+  uint8_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return d == 0;
+}
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::ostringstream os;
@@ -68,6 +117,7 @@ struct Conn {
   Clock::time_point close_by{};  // only while Closing
   int rank = -1;                 // >= 0 once admitted
   bool write_shut = false;
+  Conn() { in.set_max_payload(wire::kMaxHelloPayload); }  // lifted once admitted
 };
 
 }  // namespace
@@ -76,8 +126,12 @@ struct RootServer::Impl {
   net::Fd listener;
   net::Fd wake_r, wake_w;  // self-pipe: stop() wakes poll()
   wire::Token token;
+  int expected_world = 0;  // from the id (from_address path); 0 = fixed by the first HELLO
   std::string where;  // listener address, for log lines
   std::atomic<bool> stop{false};
+  std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
+  RateLimitedLog stranger_log;
+  Clock::time_point accept_paused_until{};
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn
   int world = -1;
@@ -124,7 +178,7 @@ struct RootServer::Impl {
   }
   void send(Conn& c, const wire::Message& m) {
     if (c.state != Conn::State::Open) return;
-    c.out += wire::encode(m);
+    c.out += wire::encode(m);  // callers keep messages within the frame bound
     if (c.out.size() - c.out_pos > kMaxOutBuffer) {
       mark_broken(c, "stopped reading (output buffer over " + std::to_string(kMaxOutBuffer >> 20) + " MiB)");
       return;
@@ -169,9 +223,12 @@ struct RootServer::Impl {
       mark_broken(c, "sent a second HELLO");
       return;
     }
-    if (h.token != token) {
-      LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
-                               << ": wrong token (a stale UniqueId, or one from another group)");
+    if (!same_token(h.token, token)) {
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
+                                 << ": wrong token (a stale UniqueId, one from another group, or a stranger)"
+                                 << held_back(held));
       close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
                                   where + " (stale or from another group?)"});
       return;
@@ -189,8 +246,13 @@ struct RootServer::Impl {
       close_after(c, *failure);
       return;
     }
-    if (h.world <= 0) {
-      reject(who + ": world size " + std::to_string(h.world) + " is not positive");
+    if (h.world <= 0 || h.world > kMaxWorld) {
+      reject(who + ": world size " + std::to_string(h.world) + " is not in 1.." + std::to_string(kMaxWorld));
+      return;
+    }
+    if (expected_world > 0 && h.world != expected_world) {
+      reject(who + " says world size " + std::to_string(h.world) + " but the group's id was made for world size " +
+             std::to_string(expected_world));
       return;
     }
     if (h.rank < 0 || h.rank >= h.world) {
@@ -218,6 +280,8 @@ struct RootServer::Impl {
       gone.assign(world, {});
     }
     c.rank = h.rank;
+    c.in.set_max_payload(wire::kMaxPayload);
+    admitted_any.store(true, std::memory_order_release);
     rank_conn[h.rank] = &c;
     joined_from[h.rank] = "host " + (h.host.empty() ? std::string("?") : h.host) + " pid " + std::to_string(h.pid) +
                           " at " + c.peer;
@@ -259,8 +323,17 @@ struct RootServer::Impl {
     p.blobs[c.rank] = a.blob;
     p.have[c.rank] = true;
     if (++p.count == world) {
+      // Each client keeps its blob within kMaxPayload / world (allgather_limit), so the result
+      // fits one frame; a client that did not would make encode() throw, so check here too.
+      size_t total = 12;
+      for (auto& b : p.blobs) total += 4 + b.size();
       wire::AllgatherResult r{a.seq, std::move(p.blobs)};
       pending.erase(a.seq);
+      if (total > wire::kMaxPayload) {
+        broadcast(wire::Abort{-1, "allgather #" + std::to_string(a.seq) + ": the blobs total " + std::to_string(total) +
+                                      " bytes, above the frame bound of " + std::to_string(wire::kMaxPayload)});
+        return;
+      }
       broadcast(r);
     }
   }
@@ -316,7 +389,10 @@ struct RootServer::Impl {
     std::string detail = c.broken_detail;
     c.state = Conn::State::Dead;
     if (c.rank < 0) {
-      LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail);
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail
+                                 << held_back(held));
       return;
     }
     detach_rank(c);
@@ -353,14 +429,39 @@ struct RootServer::Impl {
   }
 
   // ---- I/O events ----
+  size_t unauthenticated() const {
+    size_t n = 0;
+    for (const Conn& c : conns)
+      if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
+    return n;
+  }
+
   void accept_all() {
+    size_t strangers = unauthenticated();
     for (;;) {
       int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno == EINTR) continue;
-        // EAGAIN: drained. EMFILE etc.: try again on the next poll round rather than spin.
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // drained
+        // Out of descriptors or memory: the pending connection stays queued and the listener
+        // stays readable, so back off rather than spin; the stragglers' HELLO timeouts free fds.
+        const int e = errno;
+        accept_paused_until = Clock::now() + kAcceptBackoff;
+        uint64_t held = 0;
+        if (stranger_log.allow(held))
+          LOG_WARN("actorcc root " << where << ": accept() failed: " << std::strerror(e) << "; retrying in "
+                                   << kAcceptBackoff.count() << " ms" << held_back(held));
         return;
       }
+      if (strangers >= kMaxUnauthenticated) {
+        uint64_t held = 0;
+        if (stranger_log.allow(held))
+          LOG_WARN("actorcc root " << where << ": closed a connection from " << net::peer_name(fd) << ": already "
+                                   << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+        ::close(fd);
+        continue;
+      }
+      ++strangers;
       Conn& c = conns.emplace_back();
       c.fd.reset(fd);
       net::set_nodelay(fd);
@@ -448,6 +549,7 @@ struct RootServer::Impl {
   int poll_timeout() const {
     auto now = Clock::now();
     auto next = now + milliseconds(1000);
+    if (accept_paused_until > now) next = std::min(next, accept_paused_until);
     if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
     for (const Conn& c : conns) {
       if (c.state == Conn::State::Open && c.rank < 0) next = std::min(next, c.hello_by);
@@ -464,7 +566,8 @@ struct RootServer::Impl {
       pfds.clear();
       order.clear();
       pfds.push_back({wake_r.get(), POLLIN, 0});
-      pfds.push_back({listener.get(), POLLIN, 0});
+      // fd -1: poll ignores the listener while accepting is paused (see kAcceptBackoff).
+      pfds.push_back({Clock::now() < accept_paused_until ? -1 : listener.get(), POLLIN, 0});
       for (Conn& c : conns) {
         short ev = POLLIN;
         if (c.out_pos < c.out.size()) ev |= POLLOUT;
@@ -493,9 +596,11 @@ struct RootServer::Impl {
   }
 };
 
-RootServer::RootServer(net::Fd listener, const wire::Token& token) : impl_(std::make_unique<Impl>()) {
+RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_world)
+    : impl_(std::make_unique<Impl>()) {
   impl_->listener = std::move(listener);
   impl_->token = token;
+  impl_->expected_world = expected_world;
   impl_->where = net::local_address(impl_->listener.get()).to_string();
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw SystemError(std::string("pipe2(): ") + std::strerror(errno));
@@ -513,6 +618,9 @@ RootServer::RootServer(net::Fd listener, const wire::Token& token) : impl_(std::
     finished_.store(true, std::memory_order_release);
   });
 }
+
+bool RootServer::in_use() const { return impl_->admitted_any.load(std::memory_order_acquire); }
+const wire::Token& RootServer::token() const { return impl_->token; }
 
 void RootServer::stop() {
   impl_->stop.store(true, std::memory_order_release);
@@ -546,6 +654,21 @@ class RootRegistry {
       roots_.push_back(std::move(s));
     }
   }
+  // Stops (and joins) the root serving `token` if no rank has joined it; true if one stopped.
+  bool stop_unused(const wire::Token& token) {
+    std::unique_ptr<RootServer> victim;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (forked()) abandon_inherited();
+      for (auto& r : roots_)
+        if (r && same_token(r->token(), token) && !r->in_use() && !r->finished()) {
+          victim = std::move(r);
+          break;
+        }
+      std::erase(roots_, nullptr);
+    }
+    return victim != nullptr;  // ~RootServer stops and joins, outside the lock
+  }
   ~RootRegistry() {
     std::lock_guard<std::mutex> g(mu_);
     if (forked()) abandon_inherited();
@@ -571,8 +694,10 @@ class RootRegistry {
 
 }  // namespace
 
-void launch_root(net::Fd listener, const wire::Token& token) {
-  RootRegistry::instance().add(std::make_unique<RootServer>(std::move(listener), token));
+void launch_root(net::Fd listener, const wire::Token& token, int expected_world) {
+  RootRegistry::instance().add(std::make_unique<RootServer>(std::move(listener), token, expected_world));
 }
+
+bool stop_root_if_unused(const wire::Token& token) { return RootRegistry::instance().stop_unused(token); }
 
 }  // namespace actorcc::bootstrap

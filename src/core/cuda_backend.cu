@@ -271,7 +271,10 @@ class CudaBackend final : public BackendImpl {
     d.counters = static_cast<unsigned long long*>(counters_->p);
     d.abort_word = words_->dev;
     d.error = words_->dev + 4;
-    d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
+    // Saturating: an infinite timeout (milliseconds::max()) must not wrap to a short one.
+    d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) >= ~0ull / 1000000ull
+                       ? ~0ull
+                       : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
     // host abort word (default 20; 0 = every waiting thread at every check, for measurements)

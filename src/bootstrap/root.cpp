@@ -32,8 +32,8 @@ constexpr milliseconds kCloseLinger(2000);
 // A peer that stops reading must not make the root buffer without bound.
 constexpr size_t kMaxOutBuffer = 512u << 20;
 // Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
-// at once a new one is closed on accept, so strangers cannot exhaust the root's memory or fds
-// while the real ranks, who authenticate at once, still get in.
+// at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
+// fds, and a real rank (which says HELLO right after connecting) still gets in.
 constexpr size_t kMaxUnauthenticated = 64;
 // No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
 constexpr int kMaxWorld = 1 << 16;
@@ -435,6 +435,18 @@ struct RootServer::Impl {
       if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
     return n;
   }
+  // Closes the longest-waiting unauthenticated connection (conns is in accept order).
+  void evict_oldest_stranger() {
+    for (Conn& c : conns)
+      if (c.rank < 0 && c.state != Conn::State::Dead) {
+        uint64_t held = 0;
+        if (stranger_log.allow(held))
+          LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
+                                   << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+        c.state = Conn::State::Dead;
+        return;
+      }
+  }
 
   void accept_all() {
     size_t strangers = unauthenticated();
@@ -453,15 +465,10 @@ struct RootServer::Impl {
                                    << kAcceptBackoff.count() << " ms" << held_back(held));
         return;
       }
-      if (strangers >= kMaxUnauthenticated) {
-        uint64_t held = 0;
-        if (stranger_log.allow(held))
-          LOG_WARN("actorcc root " << where << ": closed a connection from " << net::peer_name(fd) << ": already "
-                                   << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
-        ::close(fd);
-        continue;
-      }
-      ++strangers;
+      if (strangers >= kMaxUnauthenticated)
+        evict_oldest_stranger();  // freed by the next sweep()
+      else
+        ++strangers;
       Conn& c = conns.emplace_back();
       c.fd.reset(fd);
       net::set_nodelay(fd);

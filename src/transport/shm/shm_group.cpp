@@ -98,14 +98,19 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // Step 1: the creator makes the segment and announces its name and size. The name carries
   // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
   // stale segment of an earlier run with the same address, ever collide.
+  // Every local rank knows the name (the creator's pid is in the peer table), so if the
+  // creator dies before it announces the segment, the survivors can still remove it.
+  const std::string planned = "/actorcc-" + ctx.group_tag + "-n" + std::to_string(ctx.peers.at(creator).node) + "-p" +
+                              std::to_string(ctx.peers.at(creator).pid);
   ShmSegment seg;
   std::string err, blob;  // the non-creators report success with nothing
   if (is_creator) {
     try {
+      // Segments of groups whose every process was killed during setup (nobody left to unlink).
+      ShmSegment::remove_orphans("actorcc-");
       const size_t buffer = shm_buffer_bytes(ctx.options.workspace_bytes);
       const Layout l = layout_for(n, buffer);
-      const std::string name = "/actorcc-" + ctx.group_tag + "-n" + std::to_string(ctx.peers.at(ctx.rank).node) + "-p" +
-                               std::to_string(::getpid());
+      const std::string& name = planned;
       seg = ShmSegment::create(name, l.total);
       auto* h = new (seg.data()) Header{};
       h->magic = kMagic;
@@ -122,7 +127,15 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
       err = Outcomes::reason(e);
     }
   }
-  const auto announced = Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
+  auto announce = [&] {
+    try {
+      return Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
+    } catch (...) {  // a rank died or aborted before the name was shared
+      ::shm_unlink(planned.c_str());
+      throw;
+    }
+  };
+  const auto announced = announce();
   if (announced.status(creator) != "ok")
     throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
                           announced.text(creator),

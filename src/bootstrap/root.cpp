@@ -146,6 +146,7 @@ struct RootServer::Impl {
   std::optional<wire::Message> failure;  // set once the group can no longer form
   std::vector<uint64_t> sent;            // allgathers each rank has sent
   std::vector<std::string> gone;         // why a rank is no longer connected ("" = connected)
+  std::vector<bool> left;                // left cleanly (BYE) after the group formed
   struct Pending {
     std::vector<std::string> blobs;
     std::vector<bool> have;
@@ -233,9 +234,14 @@ struct RootServer::Impl {
                                   where + " (stale or from another group?)"});
       return;
     }
+    // A rank with the right token is one the group is waiting for: when it is rejected while the
+    // group forms, the others are told at once (they would otherwise wait out the join
+    // deadline without learning why), and so is anyone who joins later.
     auto reject = [&](const std::string& reason) {
       LOG_WARN("actorcc root " << where << ": rejected " << who << ": " << reason);
       close_after(c, wire::Reject{reason});
+      if (world >= 0 && !welcomed)
+        fail_group(wire::PeerLost{h.rank, "rank " + std::to_string(h.rank) + " was rejected: " + reason});
     };
     if (h.protocol_version != wire::kProtocolVersion) {
       reject(who + " speaks bootstrap protocol version " + std::to_string(h.protocol_version) +
@@ -278,6 +284,7 @@ struct RootServer::Impl {
       blobs.assign(world, {});
       sent.assign(world, 0);
       gone.assign(world, {});
+      left.assign(world, false);
     }
     c.rank = h.rank;
     c.in.set_max_payload(wire::kMaxPayload);
@@ -315,6 +322,11 @@ struct RootServer::Impl {
       return;
     }
     ++sent[c.rank];
+    for (int q = 0; q < world; ++q)
+      if (left[q] && sent[q] <= a.seq) {
+        send(c, wire::PeerLost{q, "rank " + std::to_string(q) + " closed the communicator"});
+        return;
+      }
     Pending& p = pending[a.seq];
     if (p.have.empty()) {
       p.blobs.assign(world, {});
@@ -379,9 +391,23 @@ struct RootServer::Impl {
       mark_broken(c, "left before the group formed");
       return;
     }
-    gone[c.rank] = "left the group";
+    gone[c.rank] = "closed the communicator";
+    left[c.rank] = true;
+    const int leaver = c.rank;
     detach_rank(c);
     c.state = Conn::State::Dead;  // nothing more to say to it
+    // An allgather it has not sent can never complete: tell the ranks already waiting in it.
+    fail_unfinishable(leaver);
+  }
+
+  // Allgathers that wait for `leaver` (which left cleanly) fail now, naming it; later ones
+  // fail as they are called (on_allgather).
+  void fail_unfinishable(int leaver) {
+    for (auto& [seq, p] : pending)
+      if (!p.have.empty() && !p.have[leaver] && p.count > 0) {
+        broadcast(wire::PeerLost{leaver, "rank " + std::to_string(leaver) + " closed the communicator"});
+        return;
+      }
   }
 
   // A connection ended without BYE (EOF, error, garbage, protocol error).

@@ -208,19 +208,31 @@ TEST(Bootstrap, WrongTokenIsRejectedAndGroupCompletes) {
   expect_ok(errs);
 }
 
+// A second rank 0 while the group forms: it is told why, and so is the real rank 0 (which
+// would otherwise wait out the join deadline), at once (issue 21, item 9).
 TEST(Bootstrap, DuplicateRankIsRejected) {
   UniqueId id = UniqueId::create("127.0.0.1");
-  auto errs = run_ranks(3, [&](int r) {
-    if (r == 2) {  // a second rank 0 while the group is still forming
+  auto t0 = steady_clock::now();
+  auto errs = run_ranks(2, [&](int r) {
+    if (r == 1) {
       std::this_thread::sleep_for(milliseconds(200));
       auto msg = expect_throw<InvalidArgument>([&] { join(id, 0, 2); });
       EXPECT_TRUE(contains(msg, "rank 0 already joined")) << msg;
       return;
     }
-    if (r == 1) std::this_thread::sleep_for(milliseconds(500));
+    auto msg = expect_throw<RemoteError>([&] { join(id, 0, 2, milliseconds(30000)); });
+    EXPECT_TRUE(contains(msg, "rank 0 was rejected: rank 0 already joined")) << msg;
+  });
+  expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(2000));
+}
+
+// Once the group is complete a duplicate is refused and the group is unaffected.
+TEST(Bootstrap, DuplicateRankAfterTheGroupFormedIsRejectedAlone) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto errs = run_ranks(2, [&](int r) {
     auto b = join(id, r, 2);
     b->barrier(in(milliseconds(5000)));
-    // And once the group is complete.
     if (r == 1) {
       auto msg = expect_throw<InvalidArgument>([&] { join(id, 1, 2); });
       EXPECT_TRUE(contains(msg, "already")) << msg;
@@ -251,21 +263,28 @@ TEST(Bootstrap, RankOutOfRangeAndVersionMismatchAreRejected) {
   EXPECT_EQ(b->allgather("x", in(milliseconds(2000))), std::vector<std::string>{"x"});
 }
 
+// Rank 1 says world 3 in a group of 2: it is rejected, and rank 0, waiting for rank 1, learns
+// why within a second instead of at its join deadline (issue 21, item 9).
 TEST(Bootstrap, WorldMismatchIsRejected) {
   UniqueId id = UniqueId::create("127.0.0.1");
-  auto errs = run_ranks(3, [&](int r) {
-    if (r == 2) {
+  auto t0 = steady_clock::now();
+  auto errs = run_ranks(2, [&](int r) {
+    if (r == 1) {
       std::this_thread::sleep_for(milliseconds(200));
       auto msg = expect_throw<InvalidArgument>([&] { join(id, 1, 3); });
       EXPECT_TRUE(contains(msg, "world size 3")) << msg;
       EXPECT_TRUE(contains(msg, "world size 2")) << msg;
       return;
     }
-    if (r == 1) std::this_thread::sleep_for(milliseconds(400));
-    auto b = join(id, r, 2);
-    b->barrier(in(milliseconds(5000)));
+    auto msg = expect_throw<RemoteError>([&] { join(id, 0, 2, milliseconds(30000)); });
+    EXPECT_TRUE(contains(msg, "rank 1 was rejected: rank 1 from")) << msg;
+    EXPECT_TRUE(contains(msg, "says world size 3 but the group has world size 2")) << msg;
   });
   expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(2000));
+  // A latecomer learns the same reason.
+  auto late = expect_throw<RemoteError>([&] { join(id, 1, 2, milliseconds(3000)); });
+  EXPECT_TRUE(contains(late, "rank 1 was rejected")) << late;
 }
 
 TEST(Bootstrap, GarbageAndSilentConnectionsDoNotDisturbTheGroup) {
@@ -743,4 +762,30 @@ TEST(BootstrapLimits, UnusedRootStopsAndFreesItsDescriptors) {
   auto b = join(used, 0, 1);
   EXPECT_FALSE(used.stop_root_if_unused());
   b->barrier(in(milliseconds(2000)));
+}
+
+// Item 8: a rank that leaves cleanly (its communicator closed) is named at once to the ranks
+// waiting for it in an allgather, and to those who start one later.
+TEST(BootstrapLimits, CleanLeaveIsToldToPendingAndLaterCalls) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  auto t0 = steady_clock::now();
+  auto errs = run_ranks(3, [&](int r) {
+    auto b = join(id, r, 3);
+    b->barrier(in(milliseconds(5000)));
+    if (r == 2) {
+      std::this_thread::sleep_for(milliseconds(300));
+      b.reset();  // close: BYE
+      return;
+    }
+    if (r == 0) {  // waiting when rank 2 leaves
+      auto msg = expect_throw<RemoteError>([&] { b->allgather("x", in(milliseconds(30000))); });
+      EXPECT_TRUE(contains(msg, "rank 2 closed the communicator")) << msg;
+    } else {  // starts after rank 2 left
+      std::this_thread::sleep_for(milliseconds(800));
+      auto msg = expect_throw<RemoteError>([&] { b->allgather("x", in(milliseconds(30000))); });
+      EXPECT_TRUE(contains(msg, "rank 2 closed the communicator")) << msg;
+    }
+  });
+  expect_ok(errs);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(3000));
 }

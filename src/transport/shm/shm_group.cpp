@@ -29,6 +29,7 @@ struct ShmGroup::Header {
 struct alignas(64) ShmGroup::Flag {
   std::atomic<uint32_t> step;      // sync points passed (epoch counter, wraps harmlessly)
   std::atomic<uint32_t> sleepers;  // ranks in FUTEX_WAIT on `step`
+  std::atomic<uint32_t> left;      // 1 once the rank closed its communicator (clean leave)
 };
 
 namespace {
@@ -205,7 +206,14 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
   });
 }
 
-ShmGroup::~ShmGroup() = default;
+// A clean leave: peers waiting for this rank's next step (now or in a later call) stop at
+// once, naming it, instead of waiting for the timeout. Work already completed is unaffected:
+// only a wait for a step this rank never reached looks at `left`.
+ShmGroup::~ShmGroup() {
+  Flag& mine = flags_[me_];
+  mine.left.store(1, std::memory_order_seq_cst);
+  futex::wake_all(&mine.step);
+}
 
 uint8_t* ShmGroup::buffer(int local, uint64_t round) const {
   return slots_ + static_cast<size_t>(local) * 2 * buffer_bytes_ + (round & 1) * buffer_bytes_;
@@ -235,6 +243,13 @@ void ShmGroup::sync(const char* what) {
     if (p == me_) continue;
     Flag& f = flags_[p];
     while (!reached(f.step.load(std::memory_order_acquire), target)) {
+      if (f.left.load(std::memory_order_acquire) && !reached(f.step.load(std::memory_order_acquire), target)) {
+        const int who = ctx_.local_ranks[p];
+        ctx_.abort->raise(who, ErrorCode::Remote,
+                          "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +
+                              std::to_string(ctx_.rank) + ")");
+        ctx_.abort->rethrow();
+      }
       if (spins < kSpins) {
         ++spins;
         if ((spins & 31) == 0) check_abort();

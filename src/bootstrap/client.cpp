@@ -35,6 +35,15 @@ std::string local_hostname() {
 
 std::string r_(int rank) { return "rank " + std::to_string(rank); }
 
+// The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
+// hosting its root, so losing the root names that process loudly.
+std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
+  const std::string host = root_rank >= 0 ? "rank " + std::to_string(root_rank)
+                                          : std::string("the process that called UniqueId.create()");
+  return "lost the connection to the actorcc root at " + where + ", hosted by " + host + " (" + detail +
+         "): that process died or closed, and a group cannot outlive the process hosting its root";
+}
+
 }  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
@@ -75,8 +84,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
 
   auto root_lost = [&](const std::string& detail) {
     abort->raise(root_rank, ErrorCode::Remote,
-                 "lost the connection to the actorcc root at " + where + " while joining (" + detail +
-                     "; the process hosting the root died?)");
+                 root_lost_text(where, root_rank, detail) + " (while joining)");
     abort->rethrow();
   };
   auto no_answer = [&]() {
@@ -188,8 +196,7 @@ void BootstrapClient::read_loop() {
     if (in.io.status != IoStatus::Ok) {
       if (!closing_.load(std::memory_order_acquire))
         abort_->raise(root_rank_, ErrorCode::Remote,
-                      "lost the connection to the actorcc root at " + root_addr_ + " (" + in.io.detail +
-                          "; the process hosting the root died?)");
+                      root_lost_text(root_addr_, root_rank_, in.io.detail));
       return;
     }
     wire::Message& m = *in.msg;

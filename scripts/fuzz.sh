@@ -24,12 +24,13 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Runs a command with its log in $work; prints the log's tail (or the whole log on failure).
+# Runs a command with its log in $work; prints the log's lines matching `pattern` (or the
+# log's tail on failure).
 run_logged() {
-  local name=$1 lines=$2
+  local name=$1 pattern=$2
   shift 2
   if "$@" >"$work/$name.log" 2>&1; then
-    grep -v '^\[actorcc ' "$work/$name.log" | tail -n "$lines"
+    grep -E "$pattern" "$work/$name.log" || true
   else
     local rc=$?
     grep -v '^\[actorcc ' "$work/$name.log" | tail -n 200
@@ -38,15 +39,16 @@ run_logged() {
   fi
 }
 echo "== unit tests under ASan + UBSan"
-run_logged unit 3 "$BUILD/tests/actorcc_unit_tests" --gtest_brief=1
+gtest='^\[  (PASSED|FAILED) |^\[==========\] [0-9]+ tests'
+run_logged unit "$gtest" "$BUILD/tests/actorcc_unit_tests" --gtest_brief=1
 echo "== fault-injection suite under ASan + UBSan"
-run_logged faults 3 "$BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
+run_logged faults "$gtest|named rank" "$BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
 for t in wire unique_id peer_info; do
   echo "== fuzz_$t for ${SECONDS_EACH} s"
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/$t/* "$work/$t/"
   # -rss_limit_mb / -malloc_limit_mb: a decoder that allocates by a length it has not checked
   # fails here. The last lines give the runs and the time.
-  run_logged "fuzz_$t" 4 "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=1024 \
+  run_logged "fuzz_$t" '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=1024 \
     -malloc_limit_mb=256 -print_final_stats=1 "$work/$t"
 done

@@ -14,8 +14,9 @@ struct UniqueId {
 
   // Creates an id and starts the group's root (a TCP listener thread) in this process; the
   // process must outlive the group's start-up. `host` chooses the address peers connect to
-  // (default: ACTORCC_SOCKET_ADDR, else this host's first non-loopback IPv4, else 127.0.0.1);
-  // `port` 0 picks a free one.
+  // (default: ACTORCC_SOCKET_ADDR, else this host's first non-loopback IPv4, else 127.0.0.1)
+  // and the root listens on exactly that address; `port` 0 picks a free one. The group lives
+  // only as long as this process (docs/reliability.md, "The root-lifetime contract").
   static UniqueId create(const std::string& host = "", uint16_t port = 0);
 
   // Stops the root that create() started in this process for this id, if no rank has joined

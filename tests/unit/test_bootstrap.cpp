@@ -28,6 +28,12 @@
 using namespace actorcc;
 using namespace std::chrono;
 
+// A child forked after a root started leaks the parent's root objects on purpose (their
+// threads exist only in the parent), so LeakSanitizer (the sanitizer CI build) is told to skip
+// that child's exit check. Unused without LeakSanitizer.
+static bool in_forked_child = false;
+extern "C" int __lsan_is_turned_off() { return in_forked_child ? 1 : 0; }
+
 namespace {
 
 Deadline in(milliseconds ms) { return Deadline::after(ms); }
@@ -460,6 +466,7 @@ TEST(Bootstrap, ForkedChildExitsDespiteInheritedRoot) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     UniqueId::create("127.0.0.1");  // the registry is used in the child too
+    in_forked_child = true;  // its inherited roots are leaked on purpose (see below)
     std::exit(0);
   }
   int status = -1;
@@ -584,7 +591,11 @@ TEST(BootstrapLimits, ManyStrangersAreCappedAndTheGroupStillForms) {
   std::atomic<bool> done{false};
   std::thread flood([&] {
     while (!done.load()) {
-      strangers.push_back(raw_connect(id));
+      try {
+        strangers.push_back(raw_connect(id));
+      } catch (const TimeoutError&) {
+        break;  // the root has finished: the group formed and left
+      }
       if (strangers.size() > 400) strangers.erase(strangers.begin(), strangers.begin() + 100);
       std::this_thread::sleep_for(milliseconds(1));
     }

@@ -2,9 +2,11 @@
 # README's test command (and .ci/run's): installs what the build and the tests need, builds the
 # library, the C++ tests, actorcc-bench and the Python extension in ONE CMake build (through
 # pip, so the installed package is the one tested), then runs ctest (unit, multiprocess, bench
-# CLI), pytest (bindings, multiprocess, Ray, doctor, bench CLI, the examples) and, in a fresh
-# clone of this checkout, the README's main command on the CPU backend (scripts/bench.sh with
-# a short size range), so that a new user's first command cannot break unnoticed.
+# CLI, fault injection), pytest (bindings, multiprocess, Ray, doctor, bench CLI, reliability,
+# the examples), in a fresh clone of this checkout the README's main command on the CPU backend
+# (scripts/bench.sh with a short size range, so that a new user's first command cannot break
+# unnoticed), then the sanitizer tier (scripts/fuzz.sh: ASan + UBSan over the C++ unit and fault
+# tests, and each libFuzzer target for FUZZ_SECONDS, default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/ci}
@@ -35,3 +37,5 @@ if [ "$scratch_after" -gt "$scratch_before" ]; then
   exit 1
 fi
 bash scripts/fresh_clone_bench.sh
+echo "== sanitizers and fuzzing"
+bash scripts/fuzz.sh

@@ -21,6 +21,13 @@ struct Options {
   size_t workspace_bytes = 0;  // per-rank shared workspace; 0 = backend default
 };
 
+// A timeout given in seconds (Python keywords, ACTORCC_*_TIMEOUT_S) as the milliseconds the
+// fields above hold. Infinity means "no timeout" (milliseconds::max(): the waits still check the
+// group's abort, so they end when any rank aborts or dies); a positive value below 1 ms rounds
+// up to 1 ms rather than down to an instant timeout; others round to the nearest millisecond.
+// Throws InvalidArgument naming `what` for NaN, zero or a negative value.
+std::chrono::milliseconds timeout_from_seconds(double seconds, const char* what);
+
 // Options with the ACTORCC_* environment applied on top of `base` (fields the caller set
 // explicitly are kept when the variable is absent).
 Options options_from_env(Options base = {});

@@ -14,10 +14,18 @@ struct UniqueId {
 
   // Creates an id and starts the group's root (a TCP listener thread) in this process, which
   // hosts it for the group's whole life: if the process ends, every rank's pending and later
-  // calls fail at once (RemoteError, "lost the connection to the actorcc root"). `host` chooses the address peers connect to
-  // (default: ACTORCC_SOCKET_ADDR, else this host's first non-loopback IPv4, else 127.0.0.1);
-  // `port` 0 picks a free one.
+  // calls fail at once (RemoteError, "lost the connection to the actorcc root"). `host` chooses
+  // the address peers connect to (default: ACTORCC_SOCKET_ADDR, else this host's first
+  // non-loopback IPv4, else 127.0.0.1) and the root listens on exactly that address; `port` 0
+  // picks a free one (docs/reliability.md, "The root-lifetime contract").
   static UniqueId create(const std::string& host = "", uint16_t port = 0);
+
+  // Stops the root that create() started in this process for this id, if no rank has joined
+  // it yet: its thread ends and its port and descriptors close. Returns false (and does
+  // nothing) when the root is in use, already gone, or not in this process. The Python
+  // binding calls it when an id that never left the process (not pickled, printed or turned
+  // into bytes) is dropped.
+  bool stop_root_if_unused() const;
 
   // Printable form (hex, 256 chars) and its inverse; parse() throws InvalidArgument.
   std::string to_string() const;

@@ -297,9 +297,7 @@ Options make_options(const std::string& backend, int device, nb::handle timeout_
   o.backend = parse_backend(backend);
   o.device = device;
   auto ms = [](nb::handle h, const char* name) {
-    double s = nb::cast<double>(h);
-    if (!(s > 0)) throw_invalid(std::string(name) + " must be > 0 seconds");
-    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
+    return timeout_from_seconds(nb::cast<double>(h), name);  // inf = no limit; < 1 ms rounds up
   };
   if (!timeout_s.is_none()) o.timeout = ms(timeout_s, "timeout");
   if (!join_timeout_s.is_none()) o.join_timeout = ms(join_timeout_s, "join_timeout");

@@ -39,15 +39,23 @@ class Bootstrap {
 };
 
 // Root server side (used by UniqueId::create and by rank 0 of Communicator::from_address).
-// Starts a listener thread on host:port (port 0 = any) serving the group with `token`. The
-// root keeps serving until every rank of the group has left or the process exits.
+// Starts a listener thread on exactly host:port (port 0 = any; host "" = ACTORCC_SOCKET_ADDR,
+// else this host's first non-loopback IPv4) serving the group with a fresh random token. The
+// root keeps serving until every rank of the group has left, the id is released unused
+// (UniqueId::stop_root_if_unused) or the process exits.
 UniqueId start_root(const std::string& host, uint16_t port);
 
 // Builds the UniqueId for a root that rank 0 will start at host:port (from_address path): the
-// token is derived from host, port and world so every rank computes the same one.
+// token is a keyed hash of host, port and world under ACTORCC_BOOTSTRAP_SECRET, so every rank
+// with the secret computes the same one and nobody else can. Without a secret only a loopback
+// host is accepted (with a warning); another host throws InvalidArgument saying what to set.
 UniqueId address_unique_id(const std::string& host, uint16_t port, int world);
-// Starts a root for an id made by address_unique_id (rank 0 only); throws SystemError if the
-// port is taken.
+// Starts a root for an id made by address_unique_id (rank 0 only), listening on exactly the
+// id's address and refusing any other world size; throws SystemError if the port is taken.
 void start_root_for(const UniqueId& id);
+
+// The largest blob one rank may pass to allgather() in a group of `world`: the root sends all
+// of them back in one frame, bounded by the wire's kMaxPayload.
+size_t allgather_limit(int world);
 
 }  // namespace actorcc

@@ -35,6 +35,15 @@ std::string local_hostname() {
 
 std::string r_(int rank) { return "rank " + std::to_string(rank); }
 
+// The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
+// hosting its root, so losing the root names that process loudly.
+std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
+  const std::string host = root_rank >= 0 ? "rank " + std::to_string(root_rank)
+                                          : std::string("the process that called UniqueId.create()");
+  return "lost the connection to the actorcc root at " + where + ", hosted by " + host + " (" + detail +
+         "): that process died or closed, and a group cannot outlive the process hosting its root";
+}
+
 }  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
@@ -58,8 +67,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
 
   const std::string where = f.root.to_string();
   const int root_rank = f.rank0_hosts ? 0 : -1;
-  const Deadline answer_by = join_deadline.when() == Clock::time_point::max()
-                                 ? join_deadline
+  const Deadline answer_by = join_deadline.when() >= Clock::time_point::max() - kJoinGrace
+                                 ? Deadline::never()
                                  : Deadline(join_deadline.when() + kJoinGrace);
 
   net::Fd fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank);
@@ -75,8 +84,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
 
   auto root_lost = [&](const std::string& detail) {
     abort->raise(root_rank, ErrorCode::Remote,
-                 "lost the connection to the actorcc root at " + where + " while joining (" + detail +
-                     "; the process hosting the root died?)");
+                 root_lost_text(where, root_rank, detail) + " (while joining)");
     abort->rethrow();
   };
   auto no_answer = [&]() {
@@ -126,6 +134,12 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     LOG_WARN("actorcc rank " << rank << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
                              << " from the root while joining");
   }
+}
+
+size_t allgather_limit(int world) {
+  // AllgatherResult = seq u64 + count u32 + (u32 length + bytes) per rank.
+  const size_t w = static_cast<size_t>(std::max(world, 1));
+  return (wire::kMaxPayload - 12) / w - 4;
 }
 
 namespace bootstrap {
@@ -182,8 +196,7 @@ void BootstrapClient::read_loop() {
     if (in.io.status != IoStatus::Ok) {
       if (!closing_.load(std::memory_order_acquire))
         abort_->raise(root_rank_, ErrorCode::Remote,
-                      "lost the connection to the actorcc root at " + root_addr_ + " (" + in.io.detail +
-                          "; the process hosting the root died?)");
+                      root_lost_text(root_addr_, root_rank_, in.io.detail));
       return;
     }
     wire::Message& m = *in.msg;
@@ -221,6 +234,15 @@ void BootstrapClient::barrier(Deadline deadline) { gather(std::string(), deadlin
 
 std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadline deadline, const char* what) {
   abort_->throw_if_raised();
+  // Refused here, before a sequence number is taken or a byte is sent: the caller gets a clear
+  // error, the other ranks are not disturbed, and the group stays usable.
+  if (blob.size() > allgather_limit(world_))
+    throw InvalidArgument("rank " + std::to_string(rank_) + ": " + what + " blob of " + std::to_string(blob.size()) +
+                              " bytes is above the limit of " + std::to_string(allgather_limit(world_)) +
+                              " bytes per rank for a group of " + std::to_string(world_) +
+                              " (all ranks' blobs travel back in one frame of at most " +
+                              std::to_string(wire::kMaxPayload >> 20) + " MiB)",
+                          rank_);
   uint64_t seq;
   {
     std::lock_guard<std::mutex> g(send_mu_);

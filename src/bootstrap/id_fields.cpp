@@ -60,6 +60,18 @@ IdFields read_id(const UniqueId& id) {
     if (b[i]) throw InvalidArgument("corrupt actorcc UniqueId: reserved bytes are not zero");
   for (size_t i = kUsedEnd; i < UniqueId::kBytes; ++i)
     if (b[i]) throw InvalidArgument("corrupt actorcc UniqueId: reserved bytes are not zero");
+  // One group, one byte string: bytes no field uses must be zero, so two ids that differ
+  // always name different roots or groups (the group tag is derived from the bytes).
+  if (fam == 4)
+    for (size_t i = kAddrAt + 4; i < kTokenAt; ++i)
+      if (b[i]) throw InvalidArgument("corrupt actorcc UniqueId: unused IPv6 address bytes of an IPv4 id are not zero");
+  const bool rank0_hosts = (b[kFlagsAt] & kFlagRank0Hosts) != 0;
+  const auto world = static_cast<int32_t>(static_cast<uint32_t>(get_le(b + kWorldAt, 4)));
+  if (!rank0_hosts && world != 0)
+    throw InvalidArgument("corrupt actorcc UniqueId: world field is " + std::to_string(world) +
+                          " in an id made by UniqueId::create (must be 0)");
+  if (rank0_hosts && world <= 0)
+    throw InvalidArgument("corrupt actorcc UniqueId: from_address id with world " + std::to_string(world));
   uint16_t port = static_cast<uint16_t>(get_le(b + kPortAt, 2));
   if (port == 0) throw InvalidArgument("corrupt actorcc UniqueId: root port is 0");
   if (fam == 6) {
@@ -74,9 +86,9 @@ IdFields read_id(const UniqueId& id) {
     f.root.len = sizeof(sockaddr_in);
   }
   f.root.set_port(port);
-  f.rank0_hosts = (b[kFlagsAt] & kFlagRank0Hosts) != 0;
+  f.rank0_hosts = rank0_hosts;
   std::memcpy(f.token.data(), b + kTokenAt, f.token.size());
-  f.world = static_cast<int32_t>(static_cast<uint32_t>(get_le(b + kWorldAt, 4)));
+  f.world = world;
   return f;
 }
 

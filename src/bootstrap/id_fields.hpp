@@ -25,7 +25,8 @@ struct IdFields {
 };
 
 UniqueId make_id(const IdFields& f);
-// Validates magic, family and reserved bytes; throws InvalidArgument naming what is wrong.
+// Validates magic, family, flags and that every byte no field uses is zero (ids are canonical:
+// one group, one byte string); throws InvalidArgument naming what is wrong.
 // The protocol version is returned as found (join() checks it).
 IdFields read_id(const UniqueId& id);
 

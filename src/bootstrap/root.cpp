@@ -33,6 +33,55 @@ constexpr milliseconds kCloseLinger(2000);
 constexpr size_t kMaxOutBuffer = 512u << 20;
 // How late the root may log a rank lost after the group formed (see Impl::LossBatch).
 constexpr milliseconds kLossGrace(2000);
+// Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
+// at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
+// fds, and a real rank (which says HELLO right after connecting) still gets in.
+constexpr size_t kMaxUnauthenticated = 64;
+// No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
+constexpr int kMaxWorld = 1 << 16;
+// accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
+// listener this long instead of polling it again at once (which spins at full CPU).
+constexpr milliseconds kAcceptBackoff(200);
+
+// Log lines about strangers (rejected tokens, strays, the caps) are limited to a few per window,
+// with the count of those held back, so a flood cannot fill the log.
+class RateLimitedLog {
+ public:
+  // True when a line may be written now; `suppressed` receives how many were held back since.
+  bool allow(uint64_t& suppressed) {
+    auto now = Clock::now();
+    if (now - window_start_ >= kWindow) {
+      window_start_ = now;
+      in_window_ = 0;
+    }
+    if (in_window_ >= kPerWindow) {
+      ++held_;
+      return false;
+    }
+    ++in_window_;
+    suppressed = held_;
+    held_ = 0;
+    return true;
+  }
+
+ private:
+  static constexpr milliseconds kWindow{10000};
+  static constexpr int kPerWindow = 5;
+  Clock::time_point window_start_{};
+  int in_window_ = 0;
+  uint64_t held_ = 0;
+};
+
+std::string held_back(uint64_t n) {
+  return n ? " (" + std::to_string(n) + " similar lines held back)" : std::string();
+}
+
+// Compares tokens in time independent of where they differ.
+bool same_token(const wire::Token& a, const wire::Token& b) {
+  uint8_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return d == 0;
+}
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::ostringstream os;
@@ -70,6 +119,7 @@ struct Conn {
   Clock::time_point close_by{};  // only while Closing
   int rank = -1;                 // >= 0 once admitted
   bool write_shut = false;
+  Conn() { in.set_max_payload(wire::kMaxHelloPayload); }  // lifted once admitted
 };
 
 }  // namespace
@@ -78,8 +128,12 @@ struct RootServer::Impl {
   net::Fd listener;
   net::Fd wake_r, wake_w;  // self-pipe: stop() wakes poll()
   wire::Token token;
+  int expected_world = 0;  // from the id (from_address path); 0 = fixed by the first HELLO
   std::string where;  // listener address, for log lines
   std::atomic<bool> stop{false};
+  std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
+  RateLimitedLog stranger_log;
+  Clock::time_point accept_paused_until{};
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn
   int world = -1;
@@ -94,6 +148,7 @@ struct RootServer::Impl {
   std::optional<wire::Message> failure;  // set once the group can no longer form
   std::vector<uint64_t> sent;            // allgathers each rank has sent
   std::vector<std::string> gone;         // why a rank is no longer connected ("" = connected)
+  std::vector<bool> left;                // left cleanly (BYE) after the group formed
   struct Pending {
     std::vector<std::string> blobs;
     std::vector<bool> have;
@@ -150,7 +205,7 @@ struct RootServer::Impl {
   }
   void send(Conn& c, const wire::Message& m) {
     if (c.state != Conn::State::Open) return;
-    c.out += wire::encode(m);
+    c.out += wire::encode(m);  // callers keep messages within the frame bound
     if (c.out.size() - c.out_pos > kMaxOutBuffer) {
       mark_broken(c, "stopped reading (output buffer over " + std::to_string(kMaxOutBuffer >> 20) + " MiB)");
       return;
@@ -195,16 +250,24 @@ struct RootServer::Impl {
       mark_broken(c, "sent a second HELLO");
       return;
     }
-    if (h.token != token) {
-      LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
-                               << ": wrong token (a stale UniqueId, or one from another group)");
+    if (!same_token(h.token, token)) {
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
+                                 << ": wrong token (a stale UniqueId, one from another group, or a stranger)"
+                                 << held_back(held));
       close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
                                   where + " (stale or from another group?)"});
       return;
     }
+    // A rank with the right token is one the group is waiting for: when it is rejected while the
+    // group forms, the others are told at once (they would otherwise wait out the join
+    // deadline without learning why), and so is anyone who joins later.
     auto reject = [&](const std::string& reason) {
       LOG_WARN("actorcc root " << where << ": rejected " << who << ": " << reason);
       close_after(c, wire::Reject{reason});
+      if (world >= 0 && !welcomed)
+        fail_group(wire::PeerLost{h.rank, "rank " + std::to_string(h.rank) + " was rejected: " + reason});
     };
     if (h.protocol_version != wire::kProtocolVersion) {
       reject(who + " speaks bootstrap protocol version " + std::to_string(h.protocol_version) +
@@ -215,8 +278,13 @@ struct RootServer::Impl {
       close_after(c, *failure);
       return;
     }
-    if (h.world <= 0) {
-      reject(who + ": world size " + std::to_string(h.world) + " is not positive");
+    if (h.world <= 0 || h.world > kMaxWorld) {
+      reject(who + ": world size " + std::to_string(h.world) + " is not in 1.." + std::to_string(kMaxWorld));
+      return;
+    }
+    if (expected_world > 0 && h.world != expected_world) {
+      reject(who + " says world size " + std::to_string(h.world) + " but the group's id was made for world size " +
+             std::to_string(expected_world));
       return;
     }
     if (h.rank < 0 || h.rank >= h.world) {
@@ -242,8 +310,11 @@ struct RootServer::Impl {
       blobs.assign(world, {});
       sent.assign(world, 0);
       gone.assign(world, {});
+      left.assign(world, false);
     }
     c.rank = h.rank;
+    c.in.set_max_payload(wire::kMaxPayload);
+    admitted_any.store(true, std::memory_order_release);
     rank_conn[h.rank] = &c;
     joined_from[h.rank] = "host " + (h.host.empty() ? std::string("?") : h.host) + " pid " + std::to_string(h.pid) +
                           " at " + c.peer;
@@ -277,6 +348,11 @@ struct RootServer::Impl {
       return;
     }
     ++sent[c.rank];
+    for (int q = 0; q < world; ++q)
+      if (left[q] && sent[q] <= a.seq) {
+        send(c, wire::PeerLost{q, "rank " + std::to_string(q) + " closed the communicator"});
+        return;
+      }
     Pending& p = pending[a.seq];
     if (p.have.empty()) {
       p.blobs.assign(world, {});
@@ -285,8 +361,17 @@ struct RootServer::Impl {
     p.blobs[c.rank] = a.blob;
     p.have[c.rank] = true;
     if (++p.count == world) {
+      // Each client keeps its blob within kMaxPayload / world (allgather_limit), so the result
+      // fits one frame; a client that did not would make encode() throw, so check here too.
+      size_t total = 12;
+      for (auto& b : p.blobs) total += 4 + b.size();
       wire::AllgatherResult r{a.seq, std::move(p.blobs)};
       pending.erase(a.seq);
+      if (total > wire::kMaxPayload) {
+        broadcast(wire::Abort{-1, "allgather #" + std::to_string(a.seq) + ": the blobs total " + std::to_string(total) +
+                                      " bytes, above the frame bound of " + std::to_string(wire::kMaxPayload)});
+        return;
+      }
       broadcast(r);
     }
   }
@@ -332,9 +417,23 @@ struct RootServer::Impl {
       mark_broken(c, "left before the group formed");
       return;
     }
-    gone[c.rank] = "left the group";
+    gone[c.rank] = "closed the communicator";
+    left[c.rank] = true;
+    const int leaver = c.rank;
     detach_rank(c);
     c.state = Conn::State::Dead;  // nothing more to say to it
+    // An allgather it has not sent can never complete: tell the ranks already waiting in it.
+    fail_unfinishable(leaver);
+  }
+
+  // Allgathers that wait for `leaver` (which left cleanly) fail now, naming it; later ones
+  // fail as they are called (on_allgather).
+  void fail_unfinishable(int leaver) {
+    for (auto& [seq, p] : pending)
+      if (!p.have.empty() && !p.have[leaver] && p.count > 0) {
+        broadcast(wire::PeerLost{leaver, "rank " + std::to_string(leaver) + " closed the communicator"});
+        return;
+      }
   }
 
   // A connection ended without BYE (EOF, error, garbage, protocol error).
@@ -342,7 +441,10 @@ struct RootServer::Impl {
     std::string detail = c.broken_detail;
     c.state = Conn::State::Dead;
     if (c.rank < 0) {
-      LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail);
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail
+                                 << held_back(held));
       return;
     }
     detach_rank(c);
@@ -388,14 +490,46 @@ struct RootServer::Impl {
   }
 
   // ---- I/O events ----
+  size_t unauthenticated() const {
+    size_t n = 0;
+    for (const Conn& c : conns)
+      if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
+    return n;
+  }
+  // Closes the longest-waiting unauthenticated connection (conns is in accept order).
+  void evict_oldest_stranger() {
+    for (Conn& c : conns)
+      if (c.rank < 0 && c.state != Conn::State::Dead) {
+        uint64_t held = 0;
+        if (stranger_log.allow(held))
+          LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
+                                   << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+        c.state = Conn::State::Dead;
+        return;
+      }
+  }
+
   void accept_all() {
+    size_t strangers = unauthenticated();
     for (;;) {
       int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno == EINTR) continue;
-        // EAGAIN: drained. EMFILE etc.: try again on the next poll round rather than spin.
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // drained
+        // Out of descriptors or memory: the pending connection stays queued and the listener
+        // stays readable, so back off rather than spin; the stragglers' HELLO timeouts free fds.
+        const int e = errno;
+        accept_paused_until = Clock::now() + kAcceptBackoff;
+        uint64_t held = 0;
+        if (stranger_log.allow(held))
+          LOG_WARN("actorcc root " << where << ": accept() failed: " << std::strerror(e) << "; retrying in "
+                                   << kAcceptBackoff.count() << " ms" << held_back(held));
         return;
       }
+      if (strangers >= kMaxUnauthenticated)
+        evict_oldest_stranger();  // freed by the next sweep()
+      else
+        ++strangers;
       Conn& c = conns.emplace_back();
       c.fd.reset(fd);
       net::set_nodelay(fd);
@@ -484,6 +618,7 @@ struct RootServer::Impl {
   int poll_timeout() const {
     auto now = Clock::now();
     auto next = now + milliseconds(1000);
+    if (accept_paused_until > now) next = std::min(next, accept_paused_until);
     if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
     if (losses) next = std::min(next, losses->first + kLossGrace);
     for (const Conn& c : conns) {
@@ -501,7 +636,8 @@ struct RootServer::Impl {
       pfds.clear();
       order.clear();
       pfds.push_back({wake_r.get(), POLLIN, 0});
-      pfds.push_back({listener.get(), POLLIN, 0});
+      // fd -1: poll ignores the listener while accepting is paused (see kAcceptBackoff).
+      pfds.push_back({Clock::now() < accept_paused_until ? -1 : listener.get(), POLLIN, 0});
       for (Conn& c : conns) {
         short ev = POLLIN;
         if (c.out_pos < c.out.size()) ev |= POLLOUT;
@@ -531,9 +667,11 @@ struct RootServer::Impl {
   }
 };
 
-RootServer::RootServer(net::Fd listener, const wire::Token& token) : impl_(std::make_unique<Impl>()) {
+RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_world)
+    : impl_(std::make_unique<Impl>()) {
   impl_->listener = std::move(listener);
   impl_->token = token;
+  impl_->expected_world = expected_world;
   impl_->where = net::local_address(impl_->listener.get()).to_string();
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw SystemError(std::string("pipe2(): ") + std::strerror(errno));
@@ -551,6 +689,9 @@ RootServer::RootServer(net::Fd listener, const wire::Token& token) : impl_(std::
     finished_.store(true, std::memory_order_release);
   });
 }
+
+bool RootServer::in_use() const { return impl_->admitted_any.load(std::memory_order_acquire); }
+const wire::Token& RootServer::token() const { return impl_->token; }
 
 void RootServer::stop() {
   impl_->stop.store(true, std::memory_order_release);
@@ -584,6 +725,21 @@ class RootRegistry {
       roots_.push_back(std::move(s));
     }
   }
+  // Stops (and joins) the root serving `token` if no rank has joined it; true if one stopped.
+  bool stop_unused(const wire::Token& token) {
+    std::unique_ptr<RootServer> victim;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (forked()) abandon_inherited();
+      for (auto& r : roots_)
+        if (r && same_token(r->token(), token) && !r->in_use() && !r->finished()) {
+          victim = std::move(r);
+          break;
+        }
+      std::erase(roots_, nullptr);
+    }
+    return victim != nullptr;  // ~RootServer stops and joins, outside the lock
+  }
   ~RootRegistry() {
     std::lock_guard<std::mutex> g(mu_);
     if (forked()) abandon_inherited();
@@ -609,8 +765,10 @@ class RootRegistry {
 
 }  // namespace
 
-void launch_root(net::Fd listener, const wire::Token& token) {
-  RootRegistry::instance().add(std::make_unique<RootServer>(std::move(listener), token));
+void launch_root(net::Fd listener, const wire::Token& token, int expected_world) {
+  RootRegistry::instance().add(std::make_unique<RootServer>(std::move(listener), token, expected_world));
 }
+
+bool stop_root_if_unused(const wire::Token& token) { return RootRegistry::instance().stop_unused(token); }
 
 }  // namespace actorcc::bootstrap

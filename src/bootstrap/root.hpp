@@ -14,7 +14,9 @@ namespace actorcc::bootstrap {
 class RootServer {
  public:
   // Takes a listening socket and serves the group authenticated by `token` on a new thread.
-  RootServer(net::Fd listener, const wire::Token& token);
+  // `expected_world` > 0 (the from_address id carries it) refuses a HELLO of another world
+  // size; 0 lets the first admitted HELLO fix it.
+  RootServer(net::Fd listener, const wire::Token& token, int expected_world = 0);
   ~RootServer();  // stops and joins the thread
   RootServer(const RootServer&) = delete;
   RootServer& operator=(const RootServer&) = delete;
@@ -22,6 +24,9 @@ class RootServer {
   void stop();
   // True once every rank of a formed (or failed) group has left and the thread has ended.
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  // True once a rank has been admitted (an unused root may be stopped when its id is dropped).
+  bool in_use() const;
+  const wire::Token& token() const;
 
  private:
   struct Impl;
@@ -33,6 +38,10 @@ class RootServer {
 // Starts a root on `listener` and keeps it in a process-wide registry. The registry is a
 // function-local static: at process exit its destructor stops and joins every root still
 // running, so a root never blocks exit and never outlives the statics it uses.
-void launch_root(net::Fd listener, const wire::Token& token);
+void launch_root(net::Fd listener, const wire::Token& token, int expected_world = 0);
+
+// Stops the root this process runs for `token` if no rank has joined it yet (its thread ends,
+// its port and descriptors close); false if there is none or it is in use.
+bool stop_root_if_unused(const wire::Token& token);
 
 }  // namespace actorcc::bootstrap

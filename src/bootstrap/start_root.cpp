@@ -1,11 +1,17 @@
 // The ways a root comes to exist: UniqueId::create / start_root (random token, this process
 // hosts it) and the from_address path (every rank derives the same id; rank 0 hosts it).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+
+#include <mutex>
 
 #include "actorcc/error.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/id_fields.hpp"
 #include "bootstrap/root.hpp"
+#include "bootstrap/siphash.hpp"
+#include "common/log.hpp"
 #include "common/env.hpp"
 
 namespace actorcc {
@@ -18,21 +24,21 @@ net::SockAddr resolve_or_throw(const std::string& host, uint16_t port) {
   return *a;
 }
 
-// FNV-1a over the bytes, then a splitmix64 finaliser to spread the bits. Not secret: the
-// from_address token only has to be equal on every rank and differ between groups, so that a
-// rank of another group (or a stale job) on the same port is refused.
-uint64_t mix_hash(const std::string& s, uint64_t seed) {
-  uint64_t h = seed;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
+bool is_loopback(const net::SockAddr& a) {
+  if (a.family() == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr) >> 24) == 127;
+  return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+}
+
+// The from_address token: a keyed hash of (host, port, world) under the launcher's secret, so
+// every rank computes the same token and nobody without the secret can. The secret is folded
+// into the key with the same PRF (a fixed public key), which keeps its whole entropy.
+wire::Token address_token(const std::string& secret, const std::string& host, uint16_t port, int world) {
+  const bootstrap::SipKey domain{'a', 'c', 't', 'o', 'r', 'c', 'c', '-', 's', 'e', 'c', 'r', 'e', 't', 0, 1};
+  const bootstrap::SipKey key = bootstrap::siphash128(domain, secret);
+  const std::string what = std::string("actorcc from_address") + '\0' + host + '\0' + std::to_string(port) + '\0' +
+                           std::to_string(world);
+  return bootstrap::siphash128(key, what);
 }
 
 }  // namespace
@@ -47,10 +53,9 @@ UniqueId start_root(const std::string& host, uint16_t port) {
       advertised = net::first_non_loopback_ipv4().value_or("127.0.0.1");
   }
   net::SockAddr addr = resolve_or_throw(advertised, port);
-  // An explicit host binds only that address; a defaulted one listens everywhere so that the
-  // advertised address (perhaps chosen by a guess) is certainly among those served.
-  net::SockAddr bind_addr = host.empty() ? net::SockAddr::any(addr.family(), port) : addr;
-  net::Fd listener = net::listen_on(bind_addr);
+  // Listen on exactly the advertised address, never the wildcard: a root asked for 127.0.0.1
+  // must not be reachable from other hosts.
+  net::Fd listener = net::listen_on(addr);
   addr.set_port(net::local_address(listener.get()).port());
 
   bootstrap::IdFields f;
@@ -67,22 +72,32 @@ UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
   f.root = resolve_or_throw(host, port);
   f.rank0_hosts = true;
   f.world = world;
-  std::string key = std::string("actorcc") + '\0' + host + '\0' + std::to_string(port) + '\0' + std::to_string(world);
-  uint64_t a = mix_hash(key, 0xcbf29ce484222325ULL), b = mix_hash(key, 0x84222325cbf29ce4ULL);
-  for (int i = 0; i < 8; ++i) {
-    f.token[i] = static_cast<uint8_t>(a >> (8 * i));
-    f.token[8 + i] = static_cast<uint8_t>(b >> (8 * i));
+  // setting: ACTORCC_BOOTSTRAP_SECRET - shared secret of a from_address group, the same on every rank; needed unless the address is loopback (default: none)
+  std::string secret = env::get("ACTORCC_BOOTSTRAP_SECRET").value_or("");
+  if (secret.empty()) {
+    if (!is_loopback(f.root))
+      throw InvalidArgument("from_address(" + host + ":" + std::to_string(port) +
+                            "): a group reachable from other hosts needs a shared secret, or anyone who knows the "
+                            "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
+                            "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
+                            "UniqueId.create(), whose id carries a random token");
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      LOG_WARN("actorcc from_address(" << host << ":" << port << ") without ACTORCC_BOOTSTRAP_SECRET: loopback only, "
+               "and any local user who knows the port can join; set the secret to authenticate the group");
+    });
   }
+  f.token = address_token(secret, host, port, world);
   return bootstrap::make_id(f);
 }
 
 void start_root_for(const UniqueId& id) {
   bootstrap::IdFields f = bootstrap::read_id(id);
   if (!f.rank0_hosts) throw InvalidArgument("start_root_for() needs an id made by address_unique_id()");
-  // Listen on every address: `host` names this machine as the others see it, which need not
-  // be an address we can bind (NAT, a name resolving elsewhere).
-  net::Fd listener = net::listen_on(net::SockAddr::any(f.root.family(), f.root.port()));
-  bootstrap::launch_root(std::move(listener), f.token);
+  // Exactly the address the ranks were given: a loopback group stays unreachable from outside,
+  // and a stranger cannot reach the root through an interface nobody asked for.
+  net::Fd listener = net::listen_on(f.root);
+  bootstrap::launch_root(std::move(listener), f.token, f.world);
 }
 
 }  // namespace actorcc

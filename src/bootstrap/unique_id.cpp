@@ -4,6 +4,7 @@
 #include "actorcc/error.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/id_fields.hpp"
+#include "bootstrap/root.hpp"
 
 namespace actorcc {
 
@@ -18,6 +19,16 @@ int hex_value(char c) {
 }  // namespace
 
 UniqueId UniqueId::create(const std::string& host, uint16_t port) { return start_root(host, port); }
+
+bool UniqueId::stop_root_if_unused() const {
+  bootstrap::IdFields f;
+  try {
+    f = bootstrap::read_id(*this);
+  } catch (const InvalidArgument&) {
+    return false;  // not an id any root serves
+  }
+  return !f.rank0_hosts && bootstrap::stop_root_if_unused(f.token);
+}
 
 std::string UniqueId::to_string() const {
   std::string s;

@@ -169,7 +169,7 @@ std::string encode(const Message& m) {
   return std::move(w.out);
 }
 
-Header decode_header(const void* data, size_t n) {
+Header decode_header(const void* data, size_t n, uint32_t max_payload) {
   if (n < kHeaderBytes)
     throw WireError("frame header truncated: " + std::to_string(n) + " of " + std::to_string(kHeaderBytes) + " bytes");
   Reader r(std::string_view(static_cast<const char*>(data), kHeaderBytes), MsgType::Bye);
@@ -189,9 +189,9 @@ Header decode_header(const void* data, size_t n) {
     throw WireError("unknown frame type " + std::to_string(t));
   h.type = static_cast<MsgType>(t);
   h.length = r.u32();
-  if (h.length > kMaxPayload)
+  if (h.length > max_payload)
     throw WireError(std::string(to_string(h.type)) + " frame announces " + std::to_string(h.length) +
-                    " payload bytes, above the bound of " + std::to_string(kMaxPayload));
+                    " payload bytes, above the bound of " + std::to_string(max_payload));
   return h;
 }
 
@@ -285,7 +285,7 @@ void FrameDecoder::feed(const void* data, size_t n) {
 std::optional<Message> FrameDecoder::next() {
   size_t avail = buf_.size() - pos_;
   if (avail < kHeaderBytes) return std::nullopt;
-  Header h = decode_header(buf_.data() + pos_, avail);
+  Header h = decode_header(buf_.data() + pos_, avail, max_payload_);
   if (avail - kHeaderBytes < h.length) return std::nullopt;
   Message m = decode_payload(h.type, std::string_view(buf_.data() + pos_ + kHeaderBytes, h.length));
   pos_ += kHeaderBytes + h.length;

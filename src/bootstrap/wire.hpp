@@ -26,6 +26,10 @@ constexpr uint32_t kProtocolVersion = 1;  // bump when message meaning changes
 constexpr size_t kHeaderBytes = 12;
 // Bootstrap blobs are peer descriptors (a few KiB); anything near this bound is garbage.
 constexpr uint32_t kMaxPayload = 64u << 20;
+// Before a connection has authenticated, the root accepts no frame larger than a HELLO can
+// honestly be (token, a few integers, a host name and one peer descriptor): a stranger must not
+// make the root buffer megabytes per connection.
+constexpr uint32_t kMaxHelloPayload = 64u << 10;
 
 // A malformed frame: truncated, bad magic/version, unknown type, oversized, bad payload.
 class WireError : public std::runtime_error {
@@ -124,8 +128,8 @@ struct Header {
 std::string encode(const Message& m);
 
 // Validates and decodes a 12-byte header; throws WireError (bad magic, version, unknown type,
-// length above kMaxPayload).
-Header decode_header(const void* data, size_t n);
+// length above `max_payload`).
+Header decode_header(const void* data, size_t n, uint32_t max_payload = kMaxPayload);
 // Decodes a payload of the given type; throws WireError on truncation or trailing bytes.
 Message decode_payload(MsgType type, std::string_view payload);
 // Decodes exactly one whole frame.
@@ -135,6 +139,8 @@ Message decode_frame(std::string_view frame);
 // then take complete messages. A bad header throws as soon as its 12 bytes are in.
 class FrameDecoder {
  public:
+  // Frames above `max_payload` throw as soon as their header is in (see kMaxHelloPayload).
+  void set_max_payload(uint32_t max_payload) { max_payload_ = max_payload; }
   void feed(const void* data, size_t n);
   std::optional<Message> next();
   size_t buffered() const { return buf_.size() - pos_; }
@@ -142,6 +148,7 @@ class FrameDecoder {
  private:
   std::string buf_;
   size_t pos_ = 0;
+  uint32_t max_payload_ = kMaxPayload;
 };
 
 }  // namespace actorcc::wire

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -222,7 +223,17 @@ void narrow_half_portable(const float* __restrict in, uint16_t* __restrict out, 
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
   narrow_half_portable(in + i, out + i, n - i);
 }
-bool has_f16c() { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
+// CPUID leaf 1 (ECX bit 28 AVX, bit 29 F16C, bit 27 OSXSAVE, then XCR0 for the YMM state)
+// rather than __builtin_cpu_supports("f16c"), which clang before 15 does not know.
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+  if ((c & need) != need) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6u) == 6u;  // the OS saves XMM and YMM state
+}
 const auto widen_half = has_f16c() ? &widen_half_f16c : &widen_half_portable;
 const auto narrow_half = has_f16c() ? &narrow_half_f16c : &narrow_half_portable;
 #else

@@ -10,20 +10,28 @@
 //                with UnsupportedError given --expect unsupported
 //   hold         join, print JOINED, wait --hold-ms, then a checked all_reduce
 //   badargs      bad arguments raise InvalidArgument and the group stays usable
+//   fault        rank --culprit injects --fault (kill | stop | exit | throw) at --phase
+//                (before_join | during_join | large_call | between_calls), printing FAULT first;
+//                the others loop all_reduce and expect an error naming the culprit
+//   (--port P: form the group with from_address on 127.0.0.1:P, rank 0 hosting the root)
 // Exit codes: 0 pass, 1 wrong data, 2 unexpected exception, 3 expectation not met.
 // Progress lines go to stdout ("JOINED", "LOOPING"), diagnostics to stderr.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,8 +44,10 @@ namespace {
 
 struct Args {
   std::string id, mode = "matrix", expect = "invalid";  // join_error: invalid | unsupported
+  std::string fault = "kill", phase = "between_calls";
+  int port = 0;
   int rank = 0, world = 1, culprit = -1;
-  int64_t timeout_ms = 60000, delay_ms = 0, hold_ms = 0;
+  int64_t timeout_ms = 60000, delay_ms = 0, hold_ms = 0, join_timeout_ms = 0;
   std::vector<size_t> counts = {0, 1, 7, 4097, size_t{1} << 20};
   bool big_subset = false;  // the largest count only for sum (keeps world 8 fast on 2 cores)
   uint64_t seed = 0;
@@ -53,11 +63,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--mode") a.mode = v;
     else if (k == "--expect") a.expect = v;
     else if (k == "--timeout-ms") a.timeout_ms = std::stoll(v);
+    else if (k == "--join-timeout-ms") a.join_timeout_ms = std::stoll(v);
     else if (k == "--delay-ms") a.delay_ms = std::stoll(v);
     else if (k == "--hold-ms") a.hold_ms = std::stoll(v);
     else if (k == "--culprit") a.culprit = std::stoi(v);
     else if (k == "--seed") a.seed = std::stoull(v);
     else if (k == "--big-subset") a.big_subset = v == "1";
+    else if (k == "--fault") a.fault = v;
+    else if (k == "--phase") a.phase = v;
+    else if (k == "--port") a.port = std::stoi(v);
     else if (k == "--counts") {
       a.counts.clear();
       std::stringstream ss(v);
@@ -450,7 +464,8 @@ Options options_for(const Args& a) {
   Options o;
   o.backend = Backend::Cpu;
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
-  o.join_timeout = std::chrono::milliseconds(std::max<int64_t>(a.timeout_ms, 20000));
+  o.join_timeout = std::chrono::milliseconds(a.join_timeout_ms > 0 ? a.join_timeout_ms
+                                                                    : std::max<int64_t>(a.timeout_ms, 20000));
   return o;
 }
 
@@ -487,8 +502,88 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// Fault injection.
+
+// The fault happens here and now, in this thread. "exit" is a process exit without closing
+// the communicator (its clean leave, in the between_calls phase, is the caller's return).
+[[noreturn]] void inject(const std::string& kind) {
+  std::cout << "FAULT" << std::endl;
+  if (kind == "kill") ::raise(SIGKILL);
+  if (kind == "stop") {
+    ::raise(SIGSTOP);  // the driver SIGKILLs it once the others have reported
+    ::pause();
+  }
+  if (kind == "throw") std::thread([] { throw std::runtime_error("injected uncaught exception"); }).join();
+  std::exit(0);
+}
+
+// True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
+bool names_rank(const std::string& text, int r) {
+  bool listing = false;
+  std::string tok;
+  auto flush = [&]() {
+    if (tok.empty()) return false;
+    bool hit = false;
+    if (tok.rfind("rank", 0) == 0) listing = true;
+    else if (std::all_of(tok.begin(), tok.end(), ::isdigit)) hit = listing && std::stoi(tok) == r;
+    else if (tok != "s") listing = false;
+    tok.clear();
+    return hit;
+  };
+  for (char ch : text + " ") {
+    if (std::isalnum(static_cast<unsigned char>(ch))) tok.push_back(ch);
+    else if (flush()) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Communicator> make_comm(const Args& a) {
+  if (a.port > 0) return Communicator::from_address("127.0.0.1", static_cast<uint16_t>(a.port), a.rank, a.world, options_for(a));
+  return std::make_unique<Communicator>(UniqueId::parse(a.id), a.rank, a.world, options_for(a));
+}
+
+// Both sides of a fault run. Returns the exit code (survivors: 0 when the error names it).
+int fault_run(const Args& a) {
+  const std::string tag = "rank " + std::to_string(a.rank);
+  const bool culprit = a.rank == a.culprit;
+  if (culprit && a.phase == "before_join") inject(a.fault);
+  std::thread timer;
+  if (culprit && (a.phase == "during_join" || a.phase == "large_call"))
+    timer = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
+      inject(a.fault);
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    auto c = make_comm(a);
+    std::cout << "JOINED" << std::endl;
+    const size_t n = a.phase == "large_call" ? (size_t{8} << 20) / 4 : 1024;  // 8 MiB: many rounds
+    std::vector<float> v(n, 1.0f);
+    for (int i = 0;; ++i) {
+      if (culprit && a.phase == "between_calls" && i == 20) {
+        if (a.fault == "exit") {
+          std::cout << "FAULT" << std::endl;
+          return 0;  // closes the communicator: a clean leave
+        }
+        inject(a.fault);
+      }
+      c->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      std::fill(v.begin(), v.end(), 1.0f);
+      if (i == 0) std::cout << "LOOPING" << std::endl;
+      if (culprit && a.phase == "between_calls") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s: " << e.what() << std::endl;
+    if (culprit) return 3;
+    return names_rank(e.what(), a.culprit) ? 0 : 3;
+  }
+}
+
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+  if (a.mode == "fault") return fault_run(a);
   const UniqueId id = UniqueId::parse(a.id);
   const std::string tag = "rank " + std::to_string(a.rank);
 

@@ -1,5 +1,6 @@
 // ShmSegment: RAII ownership of POSIX shared memory (create/open/unlink, nothing left behind).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -54,6 +55,25 @@ TEST(ShmSegment, OpenTimesOutWhenMissing) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(ShmSegment::open(unique_name(), 4096, Deadline::after(std::chrono::milliseconds(50))), TimeoutError);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+// Issue 21, item 13: a segment whose creator is dead (killed before anyone unlinked it) is
+// removed by the next group's creator; one whose creator lives is left alone.
+TEST(ShmSegment, OrphansOfDeadCreatorsAreRemoved) {
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string tag = "actorcc-orphantest-" + std::to_string(::getpid()) + "-";
+  const std::string orphan = "/" + tag + "x-p" + std::to_string(dead);
+  const std::string alive = "/" + tag + "y-p" + std::to_string(::getpid());
+  ShmSegment a = ShmSegment::create(orphan, 4096);
+  ShmSegment b = ShmSegment::create(alive, 4096);
+  // (a's own unlink at scope end finds nothing left: harmless, as after a real orphan sweep.)
+  EXPECT_EQ(ShmSegment::remove_orphans(tag), 1);
+  EXPECT_FALSE(in_dev_shm(orphan));
+  EXPECT_TRUE(in_dev_shm(alive));
+  EXPECT_EQ(ShmSegment::remove_orphans(tag), 0);
 }
 
 }  // namespace

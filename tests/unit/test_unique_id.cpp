@@ -2,12 +2,14 @@
 // deterministic from_address id.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 
 #include "actorcc/error.hpp"
 #include "actorcc/unique_id.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/id_fields.hpp"
+#include "bootstrap/siphash.hpp"
 
 using namespace actorcc;
 
@@ -90,4 +92,61 @@ TEST(UniqueId, AddressIdIsDeterministic) {
   EXPECT_THROW(address_unique_id("127.0.0.1", 29500, 0), InvalidArgument);
   EXPECT_THROW(address_unique_id("no-such-host.invalid", 29500, 2), InvalidArgument);
   EXPECT_THROW(start_root_for(UniqueId::create("127.0.0.1")), InvalidArgument);
+}
+
+// Canonical bytes: a byte no field uses must be zero, so one group has one id (issue 21, 6).
+TEST(UniqueId, UnusedBytesMustBeZero) {
+  const std::string good = UniqueId::create("127.0.0.1").to_string();
+  std::string bad = good;
+  bad[2 * 20] = 'f';  // inside the IPv6 part of the address field, unused by an IPv4 id
+  expect_parse_error(bad, "unused IPv6 address bytes");
+  bad = good;
+  bad[2 * 44] = '0';
+  bad[2 * 44 + 1] = '3';  // world field of a create() id
+  expect_parse_error(bad, "world field is 3");
+  UniqueId a = address_unique_id("127.0.0.1", 29500, 4);
+  UniqueId z = a;
+  z.bytes[44] = z.bytes[45] = z.bytes[46] = z.bytes[47] = 0;  // from_address id without a world
+  expect_parse_error(z.to_string(), "from_address id with world 0");
+}
+
+// SipHash-2-4-128 reference vectors (key 00..0f, message 00..len-1), so the from_address token is
+// the keyed PRF it claims to be.
+TEST(UniqueId, SipHashMatchesTheReference) {
+  bootstrap::SipKey k;
+  for (int i = 0; i < 16; ++i) k[i] = static_cast<uint8_t>(i);
+  const std::array<uint8_t, 16> empty = {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6,
+                                         0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55, 0x02, 0x93};
+  EXPECT_EQ(bootstrap::siphash128(k, ""), empty);
+  const std::array<uint8_t, 16> one = {0xda, 0x87, 0xc1, 0xd8, 0x6b, 0x99, 0xaf, 0x44,
+                                       0x34, 0x76, 0x59, 0x11, 0x9b, 0x22, 0xfc, 0x45};
+  EXPECT_EQ(bootstrap::siphash128(k, std::string(1, '\0')), one);
+  std::string msg;  // 15 bytes: one whole word and a 7-byte tail
+  for (int i = 0; i < 15; ++i) msg.push_back(static_cast<char>(i));
+  const std::array<uint8_t, 16> fifteen = {0x54, 0x93, 0xe9, 0x99, 0x33, 0xb0, 0xa8, 0x11,
+                                           0x7e, 0x08, 0xec, 0x0f, 0x97, 0xcf, 0xc3, 0xd9};
+  EXPECT_EQ(bootstrap::siphash128(k, msg), fifteen);
+}
+
+// The from_address token is secret: it depends on ACTORCC_BOOTSTRAP_SECRET, so knowing host,
+// port and world is not enough (issue 21, 2); without a secret only loopback is allowed.
+TEST(UniqueId, AddressTokenNeedsTheSecret) {
+  UniqueId open = address_unique_id("127.0.0.1", 29500, 4);
+  ::setenv("ACTORCC_BOOTSTRAP_SECRET", "s3cret-one", 1);
+  UniqueId one = address_unique_id("127.0.0.1", 29500, 4);
+  UniqueId one_again = address_unique_id("127.0.0.1", 29500, 4);
+  ::setenv("ACTORCC_BOOTSTRAP_SECRET", "s3cret-two", 1);
+  UniqueId two = address_unique_id("127.0.0.1", 29500, 4);
+  UniqueId remote = address_unique_id("10.11.12.13", 29500, 4);  // allowed with a secret
+  ::unsetenv("ACTORCC_BOOTSTRAP_SECRET");
+  EXPECT_EQ(one, one_again);
+  EXPECT_NE(bootstrap::read_id(open).token, bootstrap::read_id(one).token);
+  EXPECT_NE(bootstrap::read_id(one).token, bootstrap::read_id(two).token);
+  EXPECT_EQ(bootstrap::read_id(remote).root.ip(), "10.11.12.13");
+  try {
+    address_unique_id("10.11.12.13", 29500, 4);
+    FAIL() << "a non-loopback from_address without a secret must be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ACTORCC_BOOTSTRAP_SECRET"), std::string::npos) << e.what();
+  }
 }

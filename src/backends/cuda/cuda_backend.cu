@@ -130,7 +130,10 @@ class CudaBackend final : public BackendImpl {
     d.counters = static_cast<unsigned long long*>(counters_->get());
     d.abort_word = words_->dev();
     d.error = words_->dev() + 4;
-    d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
+    // Saturating: an infinite timeout (milliseconds::max()) must not wrap to a short one.
+    d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) >= ~0ull / 1000000ull
+                       ? ~0ull
+                       : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");

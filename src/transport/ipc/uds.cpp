@@ -26,6 +26,17 @@ socklen_t make_addr(const std::string& name, sockaddr_un& a) {
 
 std::string sys_err(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
+// Abstract sockets have no permissions: anyone on the host can bind or connect a name. The
+// kernel's record of who holds the other end (SO_PEERCRED) is what keeps the exchange inside
+// this user's processes: a descriptor of GPU memory is never sent to, nor taken from, another
+// user.
+uid_t peer_uid(int sock) {
+  ucred c{};
+  socklen_t len = sizeof c;
+  if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) throw SystemError(sys_err("getsockopt(SO_PEERCRED)"));
+  return c.uid;
+}
+
 int poll_ms(Deadline dl) {
   auto ms = dl.remaining().count();
   if (ms > 100) ms = 100;  // wake up regularly so the caller can re-check its deadline
@@ -51,7 +62,13 @@ UniqueFd uds_connect(const std::string& name, Deadline deadline) {
   for (;;) {
     UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!s.valid()) throw SystemError(sys_err("socket(AF_UNIX)"));
-    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
+    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) == 0) {
+      const uid_t uid = peer_uid(s.get());
+      if (uid != ::geteuid())
+        throw SystemError("IPC exchange: the socket @" + name + " is held by uid " + std::to_string(uid) +
+                          ", not by this user (" + std::to_string(::geteuid()) + "): refusing to send it a descriptor");
+      return s;
+    }
     if (deadline.expired()) throw TimeoutError(sys_err(("connect(@" + name + ")").c_str()));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -63,7 +80,11 @@ UniqueFd uds_accept(int listener, Deadline deadline) {
     int r = ::poll(&p, 1, poll_ms(deadline));
     if (r > 0) {
       int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) return UniqueFd(c);
+      if (c >= 0) {
+        UniqueFd conn(c);
+        if (peer_uid(c) == ::geteuid()) return conn;
+        continue;  // another user's connection: dropped, keep waiting for the real peer
+      }
       if (errno != EINTR && errno != EAGAIN) throw SystemError(sys_err("accept(AF_UNIX)"));
     } else if (r < 0 && errno != EINTR) {
       throw SystemError(sys_err("poll(AF_UNIX listener)"));

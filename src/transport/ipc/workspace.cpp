@@ -91,7 +91,7 @@ std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int 
       for (size_t k = 1; k < ctx.local_ranks.size(); ++k) {
         UniqueFd c = uds_accept(listener.get(), dl);
         FdHeader h{};
-        UniqueFd fd = uds_recv(c.get(), &h, sizeof h, dl);
+        UniqueFd fd = uds_recv(c.get(), &h, sizeof h, dl.earliest(Deadline::after(kUdsHandshake)));
         if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || std::strncmp(h.tag, ctx.group_tag.c_str(), sizeof h.tag) != 0)
           throw SystemError("IPC exchange: a connection with a foreign group tag was rejected");
         if (h.dst != me || h.src < 0 || h.src >= world || h.src == me || fds[h.src].valid())

@@ -29,6 +29,7 @@ struct ShmGroup::Header {
 struct alignas(64) ShmGroup::Flag {
   std::atomic<uint32_t> step;      // sync points passed (epoch counter, wraps harmlessly)
   std::atomic<uint32_t> sleepers;  // ranks in FUTEX_WAIT on `step`
+  std::atomic<uint32_t> left;      // 1 once the rank closed its communicator (clean leave)
 };
 
 namespace {
@@ -98,14 +99,19 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // Step 1: the creator makes the segment and announces its name and size. The name carries
   // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
   // stale segment of an earlier run with the same address, ever collide.
+  // Every local rank knows the name (the creator's pid is in the peer table), so if the
+  // creator dies before it announces the segment, the survivors can still remove it.
+  const std::string planned = "/actorcc-" + ctx.group_tag + "-n" + std::to_string(ctx.peers.at(creator).node) + "-p" +
+                              std::to_string(ctx.peers.at(creator).pid);
   ShmSegment seg;
   std::string err, blob;  // the non-creators report success with nothing
   if (is_creator) {
     try {
+      // Segments of groups whose every process was killed during setup (nobody left to unlink).
+      ShmSegment::remove_orphans("actorcc-");
       const size_t buffer = shm_buffer_bytes(ctx.options.workspace_bytes);
       const Layout l = layout_for(n, buffer);
-      const std::string name = "/actorcc-" + ctx.group_tag + "-n" + std::to_string(ctx.peers.at(ctx.rank).node) + "-p" +
-                               std::to_string(::getpid());
+      const std::string& name = planned;
       seg = ShmSegment::create(name, l.total);
       auto* h = new (seg.data()) Header{};
       h->magic = kMagic;
@@ -122,7 +128,15 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
       err = Outcomes::reason(e);
     }
   }
-  const auto announced = Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
+  auto announce = [&] {
+    try {
+      return Outcomes::gather_result(*ctx.bootstrap, err, blob, dl);
+    } catch (...) {  // a rank died or aborted before the name was shared
+      ::shm_unlink(planned.c_str());
+      throw;
+    }
+  };
+  const auto announced = announce();
   if (announced.status(creator) != "ok")
     throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
                           announced.text(creator),
@@ -191,7 +205,14 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
   });
 }
 
-ShmGroup::~ShmGroup() = default;
+// A clean leave: peers waiting for this rank's next step (now or in a later call) stop at
+// once, naming it, instead of waiting for the timeout. Work already completed is unaffected:
+// only a wait for a step this rank never reached looks at `left`.
+ShmGroup::~ShmGroup() {
+  Flag& mine = flags_[me_];
+  mine.left.store(1, std::memory_order_seq_cst);
+  futex::wake_all(&mine.step);
+}
 
 uint8_t* ShmGroup::buffer(int local, uint64_t round) const {
   return slots_ + static_cast<size_t>(local) * 2 * buffer_bytes_ + (round & 1) * buffer_bytes_;
@@ -221,6 +242,13 @@ void ShmGroup::sync(const char* what) {
     if (p == me_) continue;
     Flag& f = flags_[p];
     while (!reached(f.step.load(std::memory_order_acquire), target)) {
+      if (f.left.load(std::memory_order_acquire) && !reached(f.step.load(std::memory_order_acquire), target)) {
+        const int who = ctx_.local_ranks[p];
+        ctx_.abort->raise(who, ErrorCode::Remote,
+                          "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +
+                              std::to_string(ctx_.rank) + ")");
+        ctx_.abort->rethrow();
+      }
       if (spins < kSpins) {
         ++spins;
         if ((spins & 31) == 0) check_abort();

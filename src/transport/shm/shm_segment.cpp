@@ -1,11 +1,14 @@
 #include "transport/shm/shm_segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -27,6 +30,28 @@ void* map_fd(int fd, size_t bytes, const std::string& name) {
 }
 
 }  // namespace
+
+int ShmSegment::remove_orphans(const std::string& prefix) noexcept {
+  int removed = 0;
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t at = n.rfind("-p");
+    if (at == std::string::npos || at + 2 >= n.size()) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(n.c_str() + at + 2, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid()) continue;
+    // ESRCH: no such process. EPERM means it exists (another user's), so it is kept.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (::shm_unlink(("/" + n).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
 
 void UniqueFd::reset() {
   if (fd_ >= 0) ::close(fd_);

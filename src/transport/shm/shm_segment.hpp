@@ -58,6 +58,12 @@ class ShmSegment {
   // Removes the name (creator only; idempotent). The mapping stays valid.
   void unlink() noexcept;
 
+  // Segment names end in "-p<creator pid>". Removes every segment in /dev/shm whose name starts
+  // with `prefix`, that belongs to this user, and whose creator is no longer alive: what a group
+  // left behind when all of its processes were killed during setup, before any could unlink.
+  // Returns how many were removed.
+  static int remove_orphans(const std::string& prefix) noexcept;
+
   void* data() const { return addr_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The sanitizer tier of CI (issue 21): one clang build (CUDA off) with ASan + UBSan and
+# libFuzzer instrumentation, then
+#   1. the C++ unit tests and the fault-injection suite under ASan + UBSan;
+#   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 60) on a copy of its
+#      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree.
+# Any sanitizer report, fuzzer crash, leak or over-allocation fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${FUZZ_BUILD:-build/sanitize}
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq clang libclang-rt-dev >/dev/null
+fi
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+echo "== sanitizer build ($BUILD)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS="$SAN -fsanitize=fuzzer-no-link" -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
+cmake --build "$BUILD" --target actorcc_unit_tests actorcc_fault_tests fuzz_wire fuzz_unique_id fuzz_peer_info
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Runs a command with its log in $work; prints the log's lines matching `pattern` (or the
+# log's tail on failure).
+run_logged() {
+  local name=$1 pattern=$2
+  shift 2
+  if "$@" >"$work/$name.log" 2>&1; then
+    grep -E "$pattern" "$work/$name.log" || true
+  else
+    local rc=$?
+    grep -v '^\[actorcc ' "$work/$name.log" | tail -n 200
+    echo "FAILED ($name, exit $rc)"
+    return $rc
+  fi
+}
+echo "== unit tests under ASan + UBSan"
+gtest='^\[  (PASSED|FAILED) |^\[==========\] [0-9]+ tests'
+run_logged unit "$gtest" "$BUILD/tests/actorcc_unit_tests" --gtest_brief=1
+echo "== fault-injection suite under ASan + UBSan"
+run_logged faults "$gtest|named rank" "$BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
+for t in wire unique_id peer_info; do
+  echo "== fuzz_$t for ${SECONDS_EACH} s"
+  mkdir -p "$work/$t"
+  cp tests/fuzz/corpus/$t/* "$work/$t/"
+  # -rss_limit_mb / -malloc_limit_mb: a decoder that allocates by a length it has not checked
+  # fails here. The last lines give the runs and the time.
+  run_logged "fuzz_$t" '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=1024 \
+    -malloc_limit_mb=256 -print_final_stats=1 "$work/$t"
+done

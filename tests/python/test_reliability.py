@@ -1,0 +1,87 @@
+"""Issue 21 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
+from_address needs a secret off loopback and derives its token from it."""
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import actorcc
+from conftest import free_port
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_dropped_unused_ids_stop_their_roots():
+    gc.collect()
+    fds, threads = _fds(), _threads()
+    ids = [actorcc.UniqueId.create("127.0.0.1") for _ in range(50)]
+    assert _fds() - fds >= 50 and _threads() - threads >= 50  # each root: a thread and fds
+    del ids
+    gc.collect()
+    assert _fds() - fds <= 0
+    assert _threads() - threads <= 0
+
+
+def test_an_id_that_left_the_process_keeps_its_root():
+    uid = actorcc.UniqueId.create("127.0.0.1")
+    text = str(uid)  # could now be on its way to another process
+    del uid
+    gc.collect()
+    # The root still answers: a rank joining with the printed id forms the group.
+    with actorcc.Communicator(text, 0, 1, backend="cpu", join_timeout=10) as c:
+        x = np.arange(4, dtype=np.float32)
+        c.all_reduce(x)
+        assert list(x) == [0, 1, 2, 3]
+
+
+def test_an_id_used_in_this_process_is_not_stopped_by_dropping_it():
+    uid = actorcc.UniqueId.create("127.0.0.1")
+    c = actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=10)
+    del uid
+    gc.collect()
+    c.host_barrier()
+    c.close()
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e-4, 1e300])
+def test_infinite_and_tiny_timeouts(uid, timeout):
+    # inf: no limit (was undefined behaviour, failing at once with a negative ms count);
+    # 1e-4 rounds up to 1 ms instead of down to 0.
+    with actorcc.Communicator(uid, 0, 1, backend="cpu", timeout=timeout, join_timeout=float("inf")) as c:
+        x = np.ones(7, np.int32)
+        c.all_reduce(x)
+        assert list(x) == [1] * 7
+        assert c.allgather_bytes(b"x") == [b"x"]
+
+
+def test_zero_or_nan_timeout_is_refused(uid):
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(actorcc.InvalidArgumentError, match="timeout"):
+            actorcc.Communicator(uid, 0, 1, backend="cpu", timeout=bad)
+
+
+def test_oversized_allgather_bytes_fails_on_the_caller_and_the_group_stays_usable(uid):
+    with actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=10) as c:
+        with pytest.raises(actorcc.InvalidArgumentError, match="above the limit"):
+            c.allgather_bytes(b"x" * (64 << 20))
+        assert c.allgather_bytes(b"fine") == [b"fine"]
+
+
+def test_from_address_off_loopback_needs_a_secret(monkeypatch):
+    monkeypatch.delenv("ACTORCC_BOOTSTRAP_SECRET", raising=False)
+    with pytest.raises(actorcc.InvalidArgumentError, match="ACTORCC_BOOTSTRAP_SECRET"):
+        actorcc.Communicator.from_address("10.11.12.13", 29500, 1, 2, join_timeout=1)
+
+
+def test_from_address_with_a_secret_forms_the_group(monkeypatch):
+    monkeypatch.setenv("ACTORCC_BOOTSTRAP_SECRET", os.urandom(16).hex())
+    port = free_port()
+    with actorcc.Communicator.from_address("127.0.0.1", port, 0, 1, backend="cpu", join_timeout=10) as c:
+        assert c.allgather_bytes(b"s") == [b"s"]

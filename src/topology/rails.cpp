@@ -166,7 +166,7 @@ HierPlan all_reduce(size_t count, size_t bytes, size_t elem_bytes, const NodeLay
   return p;
 }
 
-HierPlan reduce_scatter(const NodeLayout& l, const RailPlan& r) {
+HierPlan reduce_scatter_rule(const NodeLayout& l, const RailPlan& r) {
   if (l.num_nodes() == 1) return {"node_reduce_scatter", {node(StepOp::ReduceScatter, Part::OwnBlock)}};
   if (l.ranks_per_node() == 1) return {"rail_reduce_scatter", {rail(StepOp::ReduceScatter, Part::OwnBlock)}};
   if (r.shape == RailPlan::Shape::NodeLeaders)
@@ -178,7 +178,7 @@ HierPlan reduce_scatter(const NodeLayout& l, const RailPlan& r) {
   return {"hier_rs_rs", {node(StepOp::ReduceScatter, Part::RailBlocks), rail(StepOp::ReduceScatter, Part::OwnBlock)}};
 }
 
-HierPlan all_gather(const NodeLayout& l, const RailPlan& r) {
+HierPlan all_gather_rule(const NodeLayout& l, const RailPlan& r) {
   if (l.num_nodes() == 1) return {"node_all_gather", {node(StepOp::AllGather, Part::OwnBlock)}};
   if (l.ranks_per_node() == 1) return {"rail_all_gather", {rail(StepOp::AllGather, Part::OwnBlock)}};
   if (r.shape == RailPlan::Shape::NodeLeaders)
@@ -229,8 +229,14 @@ HierPlan plan_hier(HierColl coll, size_t count, size_t elem_bytes, const NodeLay
   size_t bytes = count * elem_bytes;
   switch (coll) {
     case HierColl::AllReduce: return all_reduce(count, bytes, elem_bytes, layout, rails, tuning);
-    case HierColl::ReduceScatter: return reduce_scatter(layout, rails);
-    case HierColl::AllGather: return all_gather(layout, rails);
+    case HierColl::ReduceScatter:
+    case HierColl::AllGather: {
+      HierPlan p = coll == HierColl::ReduceScatter ? reduce_scatter_rule(layout, rails) : all_gather_rule(layout, rails);
+      // Chunks cut every rank's block alike, so the network step of one chunk overlaps the
+      // node step of the next, as for all_reduce.
+      if (bytes * static_cast<size_t>(layout.world()) > tuning.latency_max_bytes) chunk(p, count, elem_bytes, 1, tuning);
+      return p;
+    }
     case HierColl::Broadcast: return broadcast(count, bytes, elem_bytes, layout, rails, root, tuning);
     case HierColl::Barrier:
       if (layout.num_nodes() == 1) return {"node_barrier", {node(StepOp::Barrier, Part::Whole)}};

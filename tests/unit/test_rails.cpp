@@ -281,6 +281,12 @@ TEST(HierPlanner, OtherCollectivesRules) {
   RailPlan rp = plan_rails(l);
   EXPECT_EQ(plan_hier(HierColl::ReduceScatter, 100, 4, l, rp).name, "hier_rs_rs");
   EXPECT_EQ(plan_hier(HierColl::AllGather, 100, 4, l, rp).name, "hier_ag_ag");
+  // 16 MiB blocks: four 4 MiB chunks of every block, pipelined.
+  HierPlan rs = plan_hier(HierColl::ReduceScatter, size_t{4} << 20, 4, l, rp);
+  EXPECT_EQ(rs.num_chunks, 4u);
+  EXPECT_EQ(rs.pipeline_depth, 2);
+  EXPECT_EQ(plan_hier(HierColl::AllGather, size_t{4} << 20, 4, l, rp).num_chunks, 4u);
+  EXPECT_EQ(plan_hier(HierColl::AllGather, 1000, 4, l, rp).num_chunks, 1u);
   EXPECT_EQ(plan_hier(HierColl::Barrier, 0, 1, l, rp).name, "hier_barrier");
   // Root 5 is node 1, local index 2: the small path broadcasts on rail 2 only.
   HierPlan b = plan_hier(HierColl::Broadcast, 16, 4, l, rp, 5);

@@ -34,6 +34,7 @@ struct GroupContext {
   std::vector<int> local_ranks;  // global ranks on this rank's node, in rank order
   int local_index = 0;           // this rank's index in local_ranks
   std::string group_tag;         // hex of the token: unique per group, names shm/sockets
+  UniqueId id;                   // the group's id (root address and token, for transports)
   Bootstrap* bootstrap = nullptr;
   std::shared_ptr<AbortSignal> abort;
 };
@@ -52,6 +53,8 @@ class BackendImpl {
 
 // Factories; each throws UnsupportedError with the reason when it cannot serve the group.
 std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx);
+// CPU groups that span nodes: shm inside a node, TCP rails between (backends/hier).
+std::unique_ptr<BackendImpl> make_cpu_hier_backend(GroupContext& ctx);
 std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx);  // only with ACTORCC_WITH_CUDA
 // All collectives through NCCL (loaded at run time); `why` is logged. Collective over all ranks.
 std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why);

@@ -68,6 +68,9 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
       int c = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c >= 0) {
         net::Fd cfd(c);
+        // Headers and payloads are separate writes: without this, Nagle holds each payload
+        // until the peer's delayed ack (tens of ms per message).
+        net::set_nodelay(c);
         std::string name = net::peer_name(c);
         pending.push_back({std::move(cfd), name, {}, 0, deadline.earliest(Deadline::after(kHelloTimeout))});
       }

@@ -55,8 +55,20 @@ std::unique_ptr<Mesh> Mesh::connect(Bootstrap& bs, const wire::Token& token, con
       throw InvalidArgument("rank " + std::to_string(self) + ": TCP peer " + std::to_string(q) + " is not another rank of the group", self);
     (q < self ? lower : higher).insert(q);
   }
-  Listener listener(route_source_ip(toward));
-  std::vector<std::string> addrs = bs.allgather(encode_address(listener.address()), deadline);
+  // A rank that cannot listen still takes part in the all-gather (with an empty address), so
+  // the others are not left waiting in it; everyone then names it.
+  std::unique_ptr<Listener> listener;
+  std::string failure;
+  try {
+    listener = std::make_unique<Listener>(route_source_ip(toward));
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  std::vector<std::string> addrs = bs.allgather(listener ? encode_address(listener->address()) : "", deadline);
+  if (!listener) throw SystemError("rank " + std::to_string(self) + ": TCP transport cannot listen: " + failure, self);
+  for (int q : peers)
+    if (addrs.at(q).empty())
+      throw RemoteError("rank " + std::to_string(self) + ": rank " + std::to_string(q) + " could not open its TCP transport listener", q, self);
 
   std::unique_ptr<Mesh> m(new Mesh(self));
   // Dial upwards first: the highest rank only accepts, so every dial is answered.
@@ -64,7 +76,7 @@ std::unique_ptr<Mesh> Mesh::connect(Bootstrap& bs, const wire::Token& token, con
     net::SockAddr a = decode_address(addrs.at(q), q, self);
     m->pairs_[q] = std::make_unique<Pair>(dial(a, token, self, q, world, deadline, abort), self, q, a.to_string());
   }
-  for (auto& [q, fd] : listener.accept(token, self, world, lower, deadline, abort)) {
+  for (auto& [q, fd] : listener->accept(token, self, world, lower, deadline, abort)) {
     std::string name = net::peer_name(fd.get());
     m->pairs_[q] = std::make_unique<Pair>(std::move(fd), self, q, name);
   }

@@ -263,12 +263,15 @@ INSTANTIATE_TEST_SUITE_P(Layouts, VirtualNodes, ::testing::Values("abab", "abc",
 
 // Rank 1 is SIGKILLed while everyone loops on all_reduce: the others must stop with a
 // RemoteError naming rank 1 well within the timeout, and no segment may remain.
-TEST(Failure, KilledRankIsNamedByTheOthers) {
+// Rank 1 is SIGKILLed while 4 ranks loop on all_reduce; `nodes` (one ACTORCC_NODE_ID per
+// rank, "" for none) places them on virtual nodes.
+void expect_killed_rank_named(const std::string& nodes) {
   const int world = 4;
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r)
-    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "10000"}));
+    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "10000"}),
+            nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::string("ACTORCC_NODE_ID=") + nodes[r]});
   ASSERT_TRUE(p.wait_for_output({0, 1, 2, 3}, "LOOPING", 60s)) << p.report();
   std::this_thread::sleep_for(200ms);
   const auto t0 = Clock::now();
@@ -283,6 +286,12 @@ TEST(Failure, KilledRankIsNamedByTheOthers) {
   std::cout << p.report();  // the errors the ranks saw, for the log
   EXPECT_TRUE(p.leaked_segments().empty());
 }
+
+TEST(Failure, KilledRankIsNamedByTheOthers) { expect_killed_rank_named(""); }
+
+// The same across virtual nodes a, b, a, b: rank 1 (node b) dies; its rail peer (rank 0 on
+// node a), its node peer (rank 3) and rank 2 (neither) all name it.
+TEST(Failure, KilledRankOnAnotherNodeIsNamedByAll) { expect_killed_rank_named("abab"); }
 
 // Rank 1 stops (SIGSTOP: alive, connected, silent): only the collective's own timeout can
 // catch that. Every other rank must fail within about the timeout, naming rank 1.

@@ -1,5 +1,6 @@
 // The CPU backend: collectives on host buffers through one POSIX shared-memory segment per
-// host (transport/shm), for groups whose ranks all run on one host.
+// host (transport/shm), for groups whose ranks all run on one host; a group that spans hosts goes to
+// backends/hier (shm inside each node, TCP rails between).
 #include <memory>
 #include <string>
 

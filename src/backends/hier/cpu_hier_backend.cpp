@@ -13,7 +13,7 @@ namespace {
 
 class CpuHierBackend final : public BackendImpl {
  public:
-  explicit CpuHierBackend(GroupContext& ctx) : node_(ShmGroup::establish(ctx)) {
+  explicit CpuHierBackend(GroupContext& ctx) : ctx_(ctx), node_(ShmGroup::establish(ctx)) {
     g_.rank = ctx.rank;
     g_.layout = topology::node_layout(ctx.peers);
     g_.rails = topology::plan_rails(g_.layout);
@@ -35,10 +35,21 @@ class CpuHierBackend final : public BackendImpl {
   }
 
   Backend kind() const override { return Backend::Cpu; }
-  void run(const CollArgs& a) override { cpu::hier_collective(g_, a); }
+  void run(const CollArgs& a) override {
+    try {
+      cpu::hier_collective(g_, a);
+    } catch (const Error& e) {
+      // A step that failed leaves the group mid-collective. Poison it for everyone, with the
+      // cause: node peers stop through the shared-memory abort word, the other nodes through
+      // the bootstrap (a cut link may leave them waiting on a rail until their own timeout).
+      if (!ctx_.abort->raised()) ctx_.bootstrap->abort(e.what());
+      throw;
+    }
+  }
   std::string plan(Collective c, size_t bytes, bool) const override { return cpu::hier_route(g_, c, bytes, 1, 0); }
 
  private:
+  GroupContext& ctx_;
   std::unique_ptr<ShmGroup> node_;
   std::unique_ptr<tcp::Mesh> mesh_;
   cpu::HierGroup g_;

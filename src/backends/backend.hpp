@@ -28,6 +28,8 @@ class BackendImpl {
 
 // Factories; each throws UnsupportedError with the reason when it cannot serve the group.
 std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx);
+// CPU groups that span nodes: shm inside a node, TCP rails between (backends/hier).
+std::unique_ptr<BackendImpl> make_cpu_hier_backend(GroupContext& ctx);
 std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx);  // only with ACTORCC_WITH_CUDA
 // All collectives through NCCL (loaded at run time); `why` is logged. Collective over all ranks.
 std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why);

@@ -127,6 +127,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
     if (p.node == ctx.peers[rank].node) ctx.local_ranks.push_back(p.rank);
   ctx.local_index = ctx.peers[rank].local_rank;
   ctx.group_tag = group_tag_of(id);
+  ctx.id = id;
   ctx.bootstrap = impl->bootstrap.get();
   ctx.abort = impl->abort;
 

@@ -9,6 +9,7 @@
 #include "actorcc/options.hpp"
 #include "actorcc/peer_info.hpp"
 #include "actorcc/types.hpp"
+#include "actorcc/unique_id.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "common/abort_signal.hpp"
 
@@ -35,6 +36,7 @@ struct GroupContext {
   std::vector<int> local_ranks;  // global ranks on this rank's node, in rank order
   int local_index = 0;           // this rank's index in local_ranks
   std::string group_tag;         // hex of the token: unique per group, names shm/sockets
+  UniqueId id;                   // the group's id (root address and token, for transports)
   Bootstrap* bootstrap = nullptr;
   std::shared_ptr<AbortSignal> abort;
 };

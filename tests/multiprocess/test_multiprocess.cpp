@@ -61,30 +61,41 @@ TEST_P(Algo, OddCountsWithATinyWorkspace) {
 
 INSTANTIATE_TEST_SUITE_P(CpuAllReduce, Algo, ::testing::Values("oneshot", "twoshot"));
 
-// Ranks on different hosts (virtual nodes): the CPU backend refuses, on every rank, clearly.
-TEST(Topology, CpuBackendRefusesRanksOnDifferentHosts) {
-  const int world = 2;
+// Ranks on different hosts (virtual nodes, ACTORCC_NODE_ID): the CPU backend runs the
+// hierarchical plans (shm in a node, TCP rails between), the whole matrix, with odd counts
+// and a small workspace so chunks split blocks unevenly. Layouts: 2 x 2 placed alternately
+// (rails {0,1}, {2,3}), 3 x 1 (rails only), and 2 + 1 (unequal: the node-leader fallback).
+class VirtualNodes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VirtualNodes, EveryCollectiveDtypeOpCount) {
+  const std::string nodes = GetParam();  // one letter per rank: its node
+  const int world = static_cast<int>(nodes.size());
   const std::string id = new_id();
   Procs p;
-  p.spawn(worker_args(id, 0, world, "join_error", {"--expect", "unsupported"}), {"ACTORCC_NODE_ID=a"});
-  p.spawn(worker_args(id, 1, world, "join_error", {"--expect", "unsupported"}), {"ACTORCC_NODE_ID=b"});
-  ASSERT_TRUE(p.wait_all(60s)) << p.report();
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "matrix", {"--counts", "0,1,7,4097,70001", "--timeout-ms", "60000"}),
+            {std::string("ACTORCC_NODE_ID=") + nodes[r], "ACTORCC_WORKSPACE_BYTES=65536"});
+  ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
   expect_all_exit_zero(p);
-  EXPECT_NE(p[0].err().find("one host"), std::string::npos) << p.report();
-  std::cout << p.report();
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, VirtualNodes, ::testing::Values("abab", "abc", "aab"),
+                         [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------------------
 // Failures.
 
 // Rank 1 is SIGKILLed while everyone loops on all_reduce: the others must stop with a
 // RemoteError naming rank 1 well within the timeout, and no segment may remain.
-TEST(Failure, KilledRankIsNamedByTheOthers) {
+// Rank 1 is SIGKILLed while 4 ranks loop on all_reduce; `nodes` (one ACTORCC_NODE_ID per
+// rank, "" for none) places them on virtual nodes.
+void expect_killed_rank_named(const std::string& nodes) {
   const int world = 4;
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r)
-    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "10000"}));
+    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "10000"}),
+            nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::string("ACTORCC_NODE_ID=") + nodes[r]});
   ASSERT_TRUE(p.wait_for_output({0, 1, 2, 3}, "LOOPING", 60s)) << p.report();
   std::this_thread::sleep_for(200ms);
   const auto t0 = Clock::now();
@@ -99,6 +110,12 @@ TEST(Failure, KilledRankIsNamedByTheOthers) {
   std::cout << p.report();  // the errors the ranks saw, for the log
   EXPECT_TRUE(p.leaked_segments().empty());
 }
+
+TEST(Failure, KilledRankIsNamedByTheOthers) { expect_killed_rank_named(""); }
+
+// The same across virtual nodes a, b, a, b: rank 1 (node b) dies; its rail peer (rank 0 on
+// node a), its node peer (rank 3) and rank 2 (neither) all name it.
+TEST(Failure, KilledRankOnAnotherNodeIsNamedByAll) { expect_killed_rank_named("abab"); }
 
 // Rank 1 stops (SIGSTOP: alive, connected, silent): only the collective's own timeout can
 // catch that. Every other rank must fail within about the timeout, naming rank 1.

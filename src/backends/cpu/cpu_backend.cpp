@@ -1,5 +1,6 @@
 // The CPU backend: collectives on host buffers through one POSIX shared-memory segment per
-// host (transport/shm), for groups whose ranks all run on one host.
+// host (transport/shm), for groups whose ranks all run on one host; a group that spans hosts goes to
+// backends/hier (shm inside each node, TCP rails between).
 #include <memory>
 #include <string>
 
@@ -72,15 +73,9 @@ class CpuBackend final : public BackendImpl {
 }  // namespace
 
 std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx) {
-  // Shared memory reaches only the ranks of one host; a group spanning hosts needs a network
-  // transport the CPU backend does not have. Every rank sees the same peer table, so every
-  // rank throws here, before any collective step, and none is left waiting.
-  for (const auto& p : ctx.peers)
-    if (p.node != ctx.peers.at(0).node)
-      throw UnsupportedError("the CPU backend needs all ranks on one host; ranks 0 and " + std::to_string(p.rank) +
-                                 " are on different hosts ('" + ctx.peers[0].host_id + "' and '" + p.host_id +
-                                 "'); use the CUDA backend or run every rank on one host",
-                             ctx.rank);
+  // Shared memory reaches only the ranks of one host; a group that spans hosts adds TCP rails
+  // between them (every rank sees the same peer table, so every rank takes the same branch).
+  if (ctx.num_nodes > 1) return make_cpu_hier_backend(ctx);
   if (static_cast<int>(ctx.local_ranks.size()) != ctx.world || ctx.local_index != ctx.rank)
     throw Error(ErrorCode::Internal, "CPU backend: local rank table does not match a single-host group", ctx.rank);
   return std::make_unique<CpuBackend>(ctx);

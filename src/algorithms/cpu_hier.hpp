@@ -1,0 +1,39 @@
+// Hierarchical CPU collectives for groups that span nodes: the steps of a plan from
+// topology/rails.hpp, node-scope steps on the node's shared-memory group (transport/shm),
+// rail-scope steps over the TCP transport with the rank's rail peers (transport/tcp).
+//
+// Each collective runs on a work buffer with one block per rank (reduce_scatter /
+// all_gather) or one block (all_reduce / broadcast), chunk by chunk, the steps of the plan in
+// order for each chunk. Every element's result is computed in one place, or by every rail
+// member in node order from the same inputs, and then copied, so all ranks end bitwise
+// identical. Avg runs as Sum and divides once at the end (as the flat path rounds once);
+// integer Avg, whose partial sums could wrap in the element type, all-gathers the inputs and
+// reduces them locally in rank order, exactly.
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+#include "group/group_context.hpp"
+#include "topology/rails.hpp"
+#include "transport/shm/shm_group.hpp"
+#include "transport/tcp/mesh.hpp"
+
+namespace actorcc::cpu {
+
+struct HierGroup {
+  int rank = 0;
+  topology::NodeLayout layout;
+  topology::RailPlan rails;
+  ShmGroup* node = nullptr;  // this rank's node
+  tcp::Mesh* mesh = nullptr; // this rank's rail peers (none for a rank in no rail)
+  const AbortSignal* abort = nullptr;
+  std::chrono::milliseconds timeout{0};  // bound of each network step
+  uint64_t calls = 0;                    // collectives so far: tags every network message
+};
+
+// The route the planner picks for `coll` (for Communicator::plan and logs).
+std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root);
+
+void hier_collective(HierGroup& g, const CollArgs& a);
+
+}  // namespace actorcc::cpu

@@ -11,20 +11,7 @@
 namespace actorcc::cpu {
 namespace {
 
-using topology::HierColl;
-
 bool is_float(DataType t) { return t <= DataType::Float64; }  // Float32, Float16, BFloat16, Float64
-
-HierColl hier_coll(Collective c) {
-  switch (c) {
-    case Collective::AllReduce: return HierColl::AllReduce;
-    case Collective::ReduceScatter: return HierColl::ReduceScatter;
-    case Collective::AllGather: return HierColl::AllGather;
-    case Collective::Broadcast: return HierColl::Broadcast;
-    case Collective::Barrier: return HierColl::Barrier;
-  }
-  throw InvalidArgument("unknown collective");
-}
 
 // The planner's plan, with chunks no larger than a node step can stage in one
 // shared-memory buffer (a step stages at most one chunk of every block).
@@ -33,7 +20,7 @@ topology::HierPlan plan_for(const HierGroup& g, Collective coll, size_t count, s
   const size_t cap = std::max<size_t>(1, g.node->buffer_bytes() / (es * static_cast<size_t>(blocks)));
   topology::HierTuning t;
   t.chunk_bytes = cap * es;
-  topology::HierPlan p = topology::plan_hier(hier_coll(coll), count, es, g.layout, g.rails, root, t);
+  topology::HierPlan p = topology::plan_hier(coll, count, es, g.layout, g.rails, root, t);
   if ((p.chunk_elems == 0 && count > cap) || p.chunk_elems > cap) p.chunk_elems = cap;
   if (p.chunk_elems) p.num_chunks = (count + p.chunk_elems - 1) / p.chunk_elems;
   return p;

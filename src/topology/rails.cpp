@@ -73,16 +73,6 @@ std::pair<size_t, size_t> shard_range(size_t count, int parts, int index) {
   return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
-const char* to_string(HierColl c) {
-  switch (c) {
-    case HierColl::AllReduce: return "all_reduce";
-    case HierColl::ReduceScatter: return "reduce_scatter";
-    case HierColl::AllGather: return "all_gather";
-    case HierColl::Broadcast: return "broadcast";
-    case HierColl::Barrier: return "barrier";
-  }
-  return "?";
-}
 const char* to_string(Scope s) { return s == Scope::Node ? "node" : "rail"; }
 const char* to_string(StepOp o) {
   switch (o) {
@@ -223,22 +213,22 @@ HierPlan broadcast(size_t count, size_t bytes, size_t elem_bytes, const NodeLayo
 
 }  // namespace
 
-HierPlan plan_hier(HierColl coll, size_t count, size_t elem_bytes, const NodeLayout& layout, const RailPlan& rails,
+HierPlan plan_hier(Collective coll, size_t count, size_t elem_bytes, const NodeLayout& layout, const RailPlan& rails,
                    int root, const HierTuning& tuning) {
   if (layout.world() == 0) throw InvalidArgument("plan_hier: empty group");
   size_t bytes = count * elem_bytes;
   switch (coll) {
-    case HierColl::AllReduce: return all_reduce(count, bytes, elem_bytes, layout, rails, tuning);
-    case HierColl::ReduceScatter:
-    case HierColl::AllGather: {
-      HierPlan p = coll == HierColl::ReduceScatter ? reduce_scatter_rule(layout, rails) : all_gather_rule(layout, rails);
+    case Collective::AllReduce: return all_reduce(count, bytes, elem_bytes, layout, rails, tuning);
+    case Collective::ReduceScatter:
+    case Collective::AllGather: {
+      HierPlan p = coll == Collective::ReduceScatter ? reduce_scatter_rule(layout, rails) : all_gather_rule(layout, rails);
       // Chunks cut every rank's block alike, so the network step of one chunk overlaps the
       // node step of the next, as for all_reduce.
       if (bytes * static_cast<size_t>(layout.world()) > tuning.latency_max_bytes) chunk(p, count, elem_bytes, 1, tuning);
       return p;
     }
-    case HierColl::Broadcast: return broadcast(count, bytes, elem_bytes, layout, rails, root, tuning);
-    case HierColl::Barrier:
+    case Collective::Broadcast: return broadcast(count, bytes, elem_bytes, layout, rails, root, tuning);
+    case Collective::Barrier:
       if (layout.num_nodes() == 1) return {"node_barrier", {node(StepOp::Barrier, Part::Whole)}};
       return {"hier_barrier",
               {node(StepOp::Barrier, Part::Whole), rail(StepOp::Barrier, Part::Whole, 0, 0),

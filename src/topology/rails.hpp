@@ -54,9 +54,6 @@ std::pair<size_t, size_t> shard_range(size_t count, int parts, int index);
 
 // ---- the planner's rules for hierarchical collectives ----
 
-enum class HierColl { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
-const char* to_string(HierColl c);
-
 enum class Scope { Node, Rail };
 enum class StepOp { ReduceScatter, AllReduce, AllGather, Reduce, Broadcast, Scatter, Gather, Barrier };
 const char* to_string(Scope s);
@@ -108,7 +105,7 @@ struct HierPlan {
 // The plan for `coll` on `count` elements of `elem_bytes` each (per-rank block for
 // reduce_scatter and all_gather; the whole buffer otherwise). `root` is the broadcast root.
 // Every rank computes the same plan from the same arguments.
-HierPlan plan_hier(HierColl coll, size_t count, size_t elem_bytes, const NodeLayout& layout, const RailPlan& rails,
+HierPlan plan_hier(Collective coll, size_t count, size_t elem_bytes, const NodeLayout& layout, const RailPlan& rails,
                    int root = 0, const HierTuning& tuning = {});
 
 }  // namespace actorcc::topology

@@ -247,13 +247,13 @@ TEST(HierPlanner, AllReduceRules) {
   HierTuning t;  // defaults: 256 KiB latency bar, 4 MiB chunks
   NodeLayout two_by_eight = node_layout(placement({8, 8}, false));
   RailPlan rails = plan_rails(two_by_eight);
-  HierPlan small = plan_hier(HierColl::AllReduce, 1024, 4, two_by_eight, rails, 0, t);
+  HierPlan small = plan_hier(Collective::AllReduce, 1024, 4, two_by_eight, rails, 0, t);
   EXPECT_EQ(small.name, "hier_reduce_ar_bcast");
   EXPECT_EQ(small.num_chunks, 1u);
   ASSERT_EQ(small.steps.size(), 3u);
   EXPECT_EQ(small.steps[1], (Step{Scope::Rail, StepOp::AllReduce, Part::Whole, 0, 0}));
 
-  HierPlan large = plan_hier(HierColl::AllReduce, size_t{256} << 20, 4, two_by_eight, rails, 0, t);
+  HierPlan large = plan_hier(Collective::AllReduce, size_t{256} << 20, 4, two_by_eight, rails, 0, t);
   EXPECT_EQ(large.name, "hier_rs_ar_ag");
   EXPECT_EQ(large.steps, (std::vector<Step>{{Scope::Node, StepOp::ReduceScatter, Part::Shard},
                                             {Scope::Rail, StepOp::AllReduce, Part::Shard},
@@ -263,44 +263,44 @@ TEST(HierPlanner, AllReduceRules) {
   EXPECT_EQ(large.pipeline_depth, 2);
 
   // 1 MiB: above the latency bar, below one chunk: sharded but not pipelined.
-  HierPlan mid = plan_hier(HierColl::AllReduce, size_t{1} << 18, 4, two_by_eight, rails, 0, t);
+  HierPlan mid = plan_hier(Collective::AllReduce, size_t{1} << 18, 4, two_by_eight, rails, 0, t);
   EXPECT_EQ(mid.name, "hier_rs_ar_ag");
   EXPECT_EQ(mid.num_chunks, 1u);
   EXPECT_EQ(mid.pipeline_depth, 1);
 
   NodeLayout unequal = node_layout(placement({3, 2}, true));
-  EXPECT_EQ(plan_hier(HierColl::AllReduce, 1 << 20, 4, unequal, plan_rails(unequal)).name, "leaders_reduce_ar_bcast");
+  EXPECT_EQ(plan_hier(Collective::AllReduce, 1 << 20, 4, unequal, plan_rails(unequal)).name, "leaders_reduce_ar_bcast");
   NodeLayout one_each = node_layout(placement({1, 1, 1}, false));
-  EXPECT_EQ(plan_hier(HierColl::AllReduce, 1 << 20, 4, one_each, plan_rails(one_each)).name, "rail_all_reduce");
+  EXPECT_EQ(plan_hier(Collective::AllReduce, 1 << 20, 4, one_each, plan_rails(one_each)).name, "rail_all_reduce");
   NodeLayout single = node_layout(placement({4}, false));
-  EXPECT_EQ(plan_hier(HierColl::AllReduce, 1 << 20, 4, single, plan_rails(single)).name, "node_all_reduce");
+  EXPECT_EQ(plan_hier(Collective::AllReduce, 1 << 20, 4, single, plan_rails(single)).name, "node_all_reduce");
 }
 
 TEST(HierPlanner, OtherCollectivesRules) {
   NodeLayout l = node_layout(placement({4, 4}, true));
   RailPlan rp = plan_rails(l);
-  EXPECT_EQ(plan_hier(HierColl::ReduceScatter, 100, 4, l, rp).name, "hier_rs_rs");
-  EXPECT_EQ(plan_hier(HierColl::AllGather, 100, 4, l, rp).name, "hier_ag_ag");
+  EXPECT_EQ(plan_hier(Collective::ReduceScatter, 100, 4, l, rp).name, "hier_rs_rs");
+  EXPECT_EQ(plan_hier(Collective::AllGather, 100, 4, l, rp).name, "hier_ag_ag");
   // 16 MiB blocks: four 4 MiB chunks of every block, pipelined.
-  HierPlan rs = plan_hier(HierColl::ReduceScatter, size_t{4} << 20, 4, l, rp);
+  HierPlan rs = plan_hier(Collective::ReduceScatter, size_t{4} << 20, 4, l, rp);
   EXPECT_EQ(rs.num_chunks, 4u);
   EXPECT_EQ(rs.pipeline_depth, 2);
-  EXPECT_EQ(plan_hier(HierColl::AllGather, size_t{4} << 20, 4, l, rp).num_chunks, 4u);
-  EXPECT_EQ(plan_hier(HierColl::AllGather, 1000, 4, l, rp).num_chunks, 1u);
-  EXPECT_EQ(plan_hier(HierColl::Barrier, 0, 1, l, rp).name, "hier_barrier");
+  EXPECT_EQ(plan_hier(Collective::AllGather, size_t{4} << 20, 4, l, rp).num_chunks, 4u);
+  EXPECT_EQ(plan_hier(Collective::AllGather, 1000, 4, l, rp).num_chunks, 1u);
+  EXPECT_EQ(plan_hier(Collective::Barrier, 0, 1, l, rp).name, "hier_barrier");
   // Root 5 is node 1, local index 2: the small path broadcasts on rail 2 only.
-  HierPlan b = plan_hier(HierColl::Broadcast, 16, 4, l, rp, 5);
+  HierPlan b = plan_hier(Collective::Broadcast, 16, 4, l, rp, 5);
   EXPECT_EQ(b.name, "hier_rail_bcast_node_bcast");
   EXPECT_EQ(b.steps, (std::vector<Step>{{Scope::Rail, StepOp::Broadcast, Part::Whole, 1, 2},
                                         {Scope::Node, StepOp::Broadcast, Part::Whole, 2}}));
-  EXPECT_EQ(plan_hier(HierColl::Broadcast, 1 << 24, 4, l, rp, 5).name, "hier_scatter_bcast_ag");
-  EXPECT_THROW(plan_hier(HierColl::Broadcast, 16, 4, l, rp, 8), InvalidArgument);
+  EXPECT_EQ(plan_hier(Collective::Broadcast, 1 << 24, 4, l, rp, 5).name, "hier_scatter_bcast_ag");
+  EXPECT_THROW(plan_hier(Collective::Broadcast, 16, 4, l, rp, 8), InvalidArgument);
   NodeLayout u = node_layout(placement({2, 3}, false));
   RailPlan urp = plan_rails(u);
-  EXPECT_EQ(plan_hier(HierColl::ReduceScatter, 10, 4, u, urp).name, "leaders_reduce_ar_scatter");
-  EXPECT_EQ(plan_hier(HierColl::AllGather, 10, 4, u, urp).name, "leaders_gather_ag_bcast");
-  EXPECT_EQ(plan_hier(HierColl::Broadcast, 10, 4, u, urp, 3).steps.size(), 3u);  // root 3 is no leader
-  EXPECT_EQ(plan_hier(HierColl::Broadcast, 10, 4, u, urp, 2).steps.size(), 2u);  // root 2 leads node 1
+  EXPECT_EQ(plan_hier(Collective::ReduceScatter, 10, 4, u, urp).name, "leaders_reduce_ar_scatter");
+  EXPECT_EQ(plan_hier(Collective::AllGather, 10, 4, u, urp).name, "leaders_gather_ag_bcast");
+  EXPECT_EQ(plan_hier(Collective::Broadcast, 10, 4, u, urp, 3).steps.size(), 3u);  // root 3 is no leader
+  EXPECT_EQ(plan_hier(Collective::Broadcast, 10, 4, u, urp, 2).steps.size(), 2u);  // root 2 leads node 1
 }
 
 TEST(HierPlanner, NetworkStepsNeverJoinTwoRanksOfOneNode) {
@@ -328,7 +328,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
         SCOPED_TRACE(testing::Message() << "layout " << testing::PrintToString(sizes) << (interleave ? " interleaved" : "")
                                         << ", count " << count);
         {  // all_reduce
-          HierPlan p = plan_hier(HierColl::AllReduce, count, sizeof(long), l, rp, 0, t);
+          HierPlan p = plan_hier(Collective::AllReduce, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, 1};
           auto buf = random_buffers(w, count, rng);
           std::vector<long> want(count, 0);
@@ -338,7 +338,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           for (int r = 0; r < w; ++r) ASSERT_EQ(buf[r], want) << p.name << " rank " << r;
         }
         for (int root = 0; root < w; root += std::max(1, w / 3)) {  // broadcast
-          HierPlan p = plan_hier(HierColl::Broadcast, count, sizeof(long), l, rp, root, t);
+          HierPlan p = plan_hier(Collective::Broadcast, count, sizeof(long), l, rp, root, t);
           Sim sim{l, rp, count, 1};
           auto buf = random_buffers(w, count, rng);
           auto want = buf[root];
@@ -346,7 +346,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           for (int r = 0; r < w; ++r) ASSERT_EQ(buf[r], want) << p.name << " root " << root << " rank " << r;
         }
         {  // reduce_scatter: rank r ends with the sum of every rank's block r
-          HierPlan p = plan_hier(HierColl::ReduceScatter, count, sizeof(long), l, rp, 0, t);
+          HierPlan p = plan_hier(Collective::ReduceScatter, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, w};
           auto buf = random_buffers(w, count * w, rng);
           std::vector<long> sum(count * w, 0);
@@ -358,7 +358,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
                 << p.name << " rank " << r;
         }
         {  // all_gather: every rank ends with every rank's own block
-          HierPlan p = plan_hier(HierColl::AllGather, count, sizeof(long), l, rp, 0, t);
+          HierPlan p = plan_hier(Collective::AllGather, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, w};
           auto buf = random_buffers(w, count * w, rng);
           std::vector<long> want(count * w);

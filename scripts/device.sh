@@ -17,8 +17,10 @@
 #               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
 #               src/common/mutation.hpp and without: gpu_worker --mutation-check on 3 ranks and
-#               actorcc-bench on 3 ranks must both report wrong results for every mutation and
-#               none unmutated; mutations.txt holds the counts
+#               actorcc-bench on 3 ranks (route twoshot forced: the mutations live in the
+#               tile-reduce kernels, not in the LL/LL128 routes the planner picks up to 64 MiB)
+#               must both report wrong results for every mutation and none unmutated;
+#               mutations.txt holds the counts
 #   bench       actorcc-bench: against NCCL (plain and symmetric windows) on 2+ GPUs, eager and
 #               CUDA graphs; on 1 GPU the actorcc side alone, ranks sharing it, with checks
 #   timeout     (2+ GPUs) the abort/timeout and stall tests of gpu_worker
@@ -135,14 +137,14 @@ phase_mutations() {
   ensure_build gpu-mutations || return
   local m gm=build/gpu-mutations
   local table=$OUT/mutations.txt
-  printf '%-11s %-40s %s\n' mutation "gpu tier (3 ranks, --mutation-check)" "actorcc-bench (3 ranks, half sum, 1-16 MiB)" >"$table"
+  printf '%-11s %-40s %s\n' mutation "gpu tier (3 ranks, --mutation-check)" "actorcc-bench (3 ranks, half sum, twoshot, 1-16 MiB)" >"$table"
   for m in none shift_tile drop_rank half_acc; do
     local n=3
     step "mut-$m-tier" 75 env ACTORCC_TEST_MUTATION=$m "$gm/tests/gpu/gpu_launch" --devices "$(devlist $n)" --ids 32 \
       --timeout 70 -- "$gm/tests/gpu/gpu_worker" --shared-gpu --mutation-check
     local trc=$?
     step "mut-$m-bench" 45 env ACTORCC_TEST_MUTATION=$m ACTORCC_CUDA_SHARE_GPU=1 "$gm/tools/bench/actorcc-bench" \
-      --gpus $n --impl actorcc --stagger 0 -b 1M -e 16M -f 4 -n 3 -w 1 -c 1 -d half -o sum --no-plot --timeout 35 \
+      --gpus $n --impl actorcc --algo twoshot --stagger 0 -b 1M -e 16M -f 4 -n 3 -w 1 -c 1 -d half -o sum --no-plot --timeout 35 \
       -J "$OUT/mut-$m.json"
     local brc=$?
     local tier bench
@@ -193,7 +195,7 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,28p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier shared vnodes mutations bench)
 {

@@ -11,14 +11,16 @@
 #               permuted without PDL, with the timeout/abort tests)
 #   shared      2, 3, 4 and 8 ranks sharing the GPUs (ACTORCC_CUDA_SHARE_GPU=1): the kernels'
 #               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu); on one GPU
-#               4 ranks run every 2nd case, 8 ranks every 4th. shared2 ... shared8: one world
+#               4 ranks run every 2nd case, 8 ranks every 6th. shared2 ... shared8: one world
 #               (caps 100, 130, 150, 200)
 #   vnodes      two virtual nodes (ACTORCC_NODE_ID per rank): the NCCL path, every collective
 #               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
 #               src/common/mutation.hpp and without: gpu_worker --mutation-check on 3 ranks and
-#               actorcc-bench on 3 ranks must both report wrong results for every mutation and
-#               none unmutated; mutations.txt holds the counts
+#               actorcc-bench on 3 ranks (route twoshot forced: the mutations live in the
+#               tile-reduce kernels, not in the LL/LL128 routes the planner picks up to 64 MiB)
+#               must both report wrong results for every mutation and none unmutated;
+#               mutations.txt holds the counts
 #   bench       actorcc-bench: against NCCL (plain and symmetric windows) on 2+ GPUs, eager and
 #               CUDA graphs; on 1 GPU the actorcc side alone, ranks sharing it, with checks
 #   timeout     (2+ GPUs) the abort/timeout and stall tests of gpu_worker
@@ -104,7 +106,7 @@ phase_shared() {
   ensure_build gpu || return
   local w=$1 cap sample
   [ "$w" -le "$NGPU" ] && return
-  case $w in 2) cap=100 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=4 ;; esac
+  case $w in 2) cap=100 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=6 ;; esac
   [ "$NGPU" -ge 2 ] && sample=1
   group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
 }
@@ -135,18 +137,15 @@ phase_mutations() {
   ensure_build gpu-mutations || return
   local m gm=build/gpu-mutations
   local table=$OUT/mutations.txt
-  printf '%-11s %-40s %s\n' mutation "gpu tier (3 ranks, --mutation-check)" "actorcc-bench (3 ranks, half sum + bfloat16 reduce_scatter)" >"$table"
+  printf '%-11s %-40s %s\n' mutation "gpu tier (3 ranks, --mutation-check)" "actorcc-bench (3 ranks, half sum, twoshot, 1-16 MiB)" >"$table"
   for m in none shift_tile drop_rank half_acc; do
     local n=3
     step "mut-$m-tier" 75 env ACTORCC_TEST_MUTATION=$m "$gm/tests/gpu/gpu_launch" --devices "$(devlist $n)" --ids 32 \
       --timeout 70 -- "$gm/tests/gpu/gpu_worker" --shared-gpu --mutation-check
     local trc=$?
-    step "mut-$m-bench" 60 env ACTORCC_TEST_MUTATION=$m ACTORCC_CUDA_SHARE_GPU=1 bash -c "
-      '$gm/tools/bench/actorcc-bench' --gpus $n --impl actorcc --stagger 0 -b 1M -e 16M -f 4 -n 3 -w 1 -c 1 -d half -o sum \
-        --no-plot --timeout 40 -J '$OUT/mut-$m-ar.json'; a=\$?
-      '$gm/tools/bench/actorcc-bench' --gpus $n --impl actorcc --stagger 0 -b 3M -e 12M -f 4 -n 3 -w 1 -c 1 -d bfloat16 \
-        -o sum --coll reduce_scatter --no-plot --timeout 40 -J '$OUT/mut-$m-rs.json'; b=\$?
-      exit \$(( a > b ? a : b ))"
+    step "mut-$m-bench" 45 env ACTORCC_TEST_MUTATION=$m ACTORCC_CUDA_SHARE_GPU=1 "$gm/tools/bench/actorcc-bench" \
+      --gpus $n --impl actorcc --algo twoshot --stagger 0 -b 1M -e 16M -f 4 -n 3 -w 1 -c 1 -d half -o sum --no-plot --timeout 35 \
+      -J "$OUT/mut-$m.json"
     local brc=$?
     local tier bench
     tier="exit $trc; $(grep -h '^RESULT' "$OUT/logs/mut-$m-tier.log" | awk '{c+=$5; f+=$7} END {printf "%d cases, %d failures", c, f}')"
@@ -175,13 +174,10 @@ phase_bench() {
   else
     # One GPU: the actorcc side alone (NCCL refuses ranks sharing a GPU), every size checked;
     # times here are time-sliced, so they are no performance figures.
-    local w
-    for w in 2 4; do
-      step "bench-shared-$w-eager" 75 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" -b 1K -e 256M -f 8 -n 5 -w 1 --gpus $w \
-        --impl actorcc --stagger 0 --timeout 60 -d half -J "$OUT/bench/$tag-shared$w-eager.json" || FAILED=1
-      step "bench-shared-$w-graph" 60 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" -b 1K -e 64M -f 8 -n 5 -w 1 --gpus $w \
-        --impl actorcc --stagger 0 --timeout 50 -G 2 -d bfloat16 -o avg -J "$OUT/bench/$tag-shared$w-graph.json" || FAILED=1
-    done
+    step bench-shared-2-eager 50 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" -b 1K -e 256M -f 8 -n 5 -w 1 --gpus 2 \
+      --impl actorcc --stagger 0 --timeout 40 -d half -J "$OUT/bench/$tag-shared2-eager.json" || FAILED=1
+    step bench-shared-4-graph 50 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" -b 1K -e 64M -f 8 -n 5 -w 1 --gpus 4 \
+      --impl actorcc --stagger 0 --timeout 40 -G 2 -d bfloat16 -o avg -J "$OUT/bench/$tag-shared4-graph.json" || FAILED=1
   fi
   grep -h "out of bounds" "$OUT"/logs/bench-*.log
 }
@@ -199,7 +195,7 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,28p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier shared vnodes mutations bench)
 {

@@ -1015,10 +1015,16 @@ int main(int argc, char** argv) {
       // The short matrix the mutation phase runs (scripts/device.sh mutations): sizes on the
       // tile-reduce routes, the half types whose sums round, avg and prod; every mutation of
       // common/mutation.hpp must fail some of these cases, the unmutated build none.
-      auto c = make_comm(ids[0], "");
-      for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32})
-        for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Prod})
-          for (size_t n : {size_t(262147), size_t(1048576 + 5), size_t(4194304 + 3)}) test_allreduce(*c, "auto", t, op, n, false, 0, seed++);
+      // The routes are forced: the planner sends these sizes to the LL128 routes, which carry
+      // no mutation.
+      const char* algos[2] = {"twoshot", "twoshot_pipe"};
+      for (int k = 0; k < 2; ++k) {
+        auto c = make_comm(ids[k], algos[k]);
+        for (DataType t : {DataType::Float16, DataType::BFloat16, DataType::Float32})
+          for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Prod})
+            for (size_t n : {size_t(262147), size_t(1048576 + 5)}) test_allreduce(*c, algos[k], t, op, n, false, 0, seed++);
+      }
+      auto c = make_comm_with(ids[2], "", {{"ACTORCC_CUDA_LL128_RSAG_MAX", "1"}});  // the push reduce_scatter
       for (DataType t : {DataType::Float16, DataType::Float32})
         for (size_t n : {size_t(100003), size_t(1000003)}) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
     }

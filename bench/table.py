@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The all-reduce table of a GPU run folder (bench/results/<run>/bench/*.json, as written by
-scripts/bench_gpu.sh) in Markdown, with issue 4's bars (2 ranks; for other worlds the column
+scripts/device.sh bench) in Markdown, with issue 4's bars (2 ranks; for other worlds the column
 says where NCCL was faster instead) checked per size: actorcc eager and
 graph against NCCL and NCCL with symmetric windows from the same run, the ratio to the faster
 of the two, the algorithm actorcc's planner ran, and the ratio ranges of the permuted-device and
 torchrun cases. With --coll (reduce_scatter, all_gather, broadcast): that collective's table
-from the actors-eager-<coll> / actors-graph-<coll> cases (bench_gpu.sh COLLS), no bars; the
+from the actors-eager-<coll> / actors-graph-<coll> cases (device.sh bench), no bars; the
 last column says where the faster NCCL beat actorcc.
 
     python3 bench/table.py bench/results/2026-11-30-h200x2-h

@@ -1194,7 +1194,7 @@ int main(int argc, char** argv) {
            {65536, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 256u << 20}},
           {"ll128_1x512", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BLOCKS", "132"}, {"ACTORCC_CUDA_LL128_THREADS", "512"}},
            {1 << 20, 4 << 20, 16 << 20, 64 << 20}},
-          // the CTA count before TUNING.md rows 30-31 (at least 4 groups per CTA only)
+          // the CTA count before docs/perf/tuning.md T30-T31 (at least 4 groups per CTA only)
           {"ll128_busy0", "oneshot_ll128", {{"ACTORCC_CUDA_LL128_BUSY_GROUPS", "0"}},
            {1 << 20, 2 << 20, 3 << 20, 4 << 20, 8 << 20, 16 << 20}},
           // the LL128 two-shot (planned for more than 2 ranks), and with the CTA rule off
@@ -1210,7 +1210,7 @@ int main(int argc, char** argv) {
         bench(*c, vs[k].name, vs[k].sizes);
       }
       // registered outputs: the pipe's all-gather into the peers' outputs, forced and planned;
-      // then with the direct-mode tiles capped at 128 KiB as before TUNING.md row 24 (id 24)
+      // then with the direct-mode tiles capped at 128 KiB as before docs/perf/tuning.md T24 (id 24)
       for (size_t k = 0; k < 3 && ids.size() > 31; ++k) {
         const bool planned = k == 1;
         auto c = k < 2 ? make_comm(ids[30 + k], planned ? "" : "twoshot_pipe")

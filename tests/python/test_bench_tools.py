@@ -1,5 +1,5 @@
 """bench/table.py and bench/plot.py on the folders the benchmark writes: a GPU run folder
-(bench_gpu.sh: <run>/bench/*-actors-eager.json ...), the folder scripts/bench.sh fills
+(scripts/device.sh bench: <run>/bench/*-actors-eager.json ...), the folder scripts/bench.sh fills
 (bench/results/local/<date>-<host>.json), and single JSON files."""
 import json
 import os

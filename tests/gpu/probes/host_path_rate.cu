@@ -1,6 +1,6 @@
 // Can pinned host memory carry a share of a 2-GPU all-reduce beside NVLink? The question behind
-// TUNING.md row 39: LL128 over NVLink is link-bound (16 MiB: 50.8 us for the push alone, row 28),
-// and every other route tried (raw stores with fences, copy engines, bulk copies; rows 17-19, 26,
+// docs/perf/tuning.md T39: LL128 over NVLink is link-bound (16 MiB: 50.8 us for the push alone, T28),
+// and every other route tried (raw stores with fences, copy engines, bulk copies; T17-T19, 26,
 // 27, 38) costs more than it returns. Each GPU also has its own PCIe link to the host, idle during
 // an all-reduce. If a few SMs can stream a share through host memory (GPU i writes it into its
 // host buffer, the peer reads it back) at tens of GB/s each way while the other SMs keep NVLink

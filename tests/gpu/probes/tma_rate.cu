@@ -1,9 +1,9 @@
 // Peer write rates of the SM's bulk-copy (TMA) unit against plain SM stores and the copy
 // engines, both GPUs writing each other at once: the question behind a TMA data path
-// (tests/gpu/TUNING.md, "not tried: TMA bulk stores"). Plain v4 stores reach ~365 GB/s each way
+// (docs/perf/tuning.md, "not tried: TMA bulk stores"). Plain v4 stores reach ~365 GB/s each way
 // and copy engines 383-390; if bulk stores reach the copy-engine rate, and if a per-chunk flag
 // (wait for the chunk's bulk group, then st.release.sys) does not slow the SM's other bulk stores
-// the way a fence slows plain stores (TUNING.md rows 17-18), a raw protocol with flags can beat
+// the way a fence slows plain stores (docs/perf/tuning.md T17-T18), a raw protocol with flags can beat
 // LL128's ~342 GB/s of payload at 4-64 MiB.
 //
 // One process, two visible GPUs with peer access (the rates do not depend on how the mapping

@@ -148,7 +148,7 @@ phase_mutations() {
       -J "$OUT/mut-$m.json"
     local brc=$?
     local tier bench
-    tier="exit $trc; $(grep -h '^RESULT' "$OUT/logs/mut-$m-tier.log" | awk '{c+=$5; f+=$7} END {printf "%d cases, %d failures", c, f}')"
+    tier="exit $trc; $(grep -h '^RESULT' "$OUT/logs/mut-$m-tier.log" | awk '{c+=$7; f+=$9} END {printf "%d cases, %d failures", c, f}')"
     bench="exit $brc; wrong: $(grep -ho 'out of bounds values : [0-9]*' "$OUT/logs/mut-$m-bench.log" | awk '{printf "%s ", $NF}')"
     printf '%-11s %-40s %s\n' "$m" "$tier" "$bench" >>"$table"
     # Unmutated must pass both; each mutation must fail both.

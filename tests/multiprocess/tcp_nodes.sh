@@ -23,6 +23,10 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 
 seed=$RANDOM$RANDOM
+# The namespaces' ranks meet at a non-loopback address through from_address, which (like any
+# group reachable from other hosts) needs a secret shared by every rank.
+ACTORCC_BOOTSTRAP_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export ACTORCC_BOOTSTRAP_SECRET
 op_timeout_ms=2000
 
 # start NAME NETNS(or -) ARGS...: one worker in the background, output in $tmp/NAME.{out,err}

@@ -373,11 +373,11 @@ def outlive_root(rank, world, uid, root_pid):
     comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
     x = np.ones(256, np.float32)
     comm.all_reduce(x)
-    comm.host_barrier()
     t0 = time.monotonic()
-    if rank == 0:
-        os.kill(root_pid, 9)
     try:
+        comm.host_barrier()  # rank 0 may kill the root before the others are out of it
+        if rank == 0:
+            os.kill(root_pid, 9)
         while time.monotonic() - t0 < 20:
             comm.all_reduce(x)
     except actorcc.Error as e:

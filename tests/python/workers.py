@@ -368,7 +368,7 @@ def host_root(conn):
 
 def outlive_root(rank, world, uid, root_pid):
     """After the group formed, rank 0 kills the process hosting the root while every rank
-    keeps all-reducing: returns (error type, message, seconds from the kill to the error,
+    keeps all-reducing: returns (error type, message, seconds from the barrier to the error,
     seconds close() took then)."""
     comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
     x = np.ones(256, np.float32)

@@ -7,8 +7,8 @@
 The parent creates the group's UniqueId (the group's root then runs in the parent, which
 stays up for the group's whole life) and starts one process per rank, a little apart, as
 actors arrive. Each rank joins, runs all_reduce (sum, max), reduce_scatter, all_gather,
-broadcast and barrier on fresh random inputs, checks every result against numpy and prints
-one line. The same code runs on GPUs with CUDA tensors (torch, cupy) and backend="auto".
+broadcast and barrier on fresh random inputs, checks every result against numpy and reports
+one line, which the parent prints. The same code runs on GPUs with CUDA tensors (torch, cupy) and backend="auto".
 """
 import argparse
 import multiprocessing as mp
@@ -23,7 +23,7 @@ def inputs(rank, n, seed):
     return np.random.default_rng([seed, rank]).integers(-100, 100, n).astype(np.float32)
 
 
-def rank_main(rank, world, uid, seed, stagger):
+def rank_main(rank, world, uid, seed, stagger, report):
     import actorcc
 
     time.sleep(rank * stagger)  # ranks arrive one by one; the join waits for all of them
@@ -49,8 +49,9 @@ def rank_main(rank, world, uid, seed, stagger):
         assert np.array_equal(b, everyone[world - 1])
 
         comm.barrier()
-        print(f"rank {rank}/{world} (pid {mp.current_process().pid}): all_reduce sum and max, reduce_scatter, "
-              f"all_gather, broadcast, barrier: results checked", flush=True)
+        # one line per rank, printed by the parent (prints of several processes interleave)
+        report.put(f"rank {rank}/{world} (pid {mp.current_process().pid}): all_reduce sum and max, "
+                   "reduce_scatter, all_gather, broadcast, barrier: results checked")
 
 
 def main():
@@ -64,12 +65,16 @@ def main():
     uid = actorcc.UniqueId.create("127.0.0.1")  # this process hosts the root: keep it up
     seed = int(time.time())
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, args.world, uid, seed, args.stagger)) for r in range(args.world)]
+    report = ctx.Queue()
+    procs = [ctx.Process(target=rank_main, args=(r, args.world, uid, seed, args.stagger, report))
+             for r in range(args.world)]
     t0 = time.monotonic()
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
+    for _ in [p for p in procs if p.exitcode == 0]:
+        print(report.get(timeout=10))
     bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
     if bad:
         print(f"FAILED on rank(s) {bad}", file=sys.stderr)

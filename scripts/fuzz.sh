@@ -2,13 +2,13 @@
 # The sanitizer tier of CI (issue 21): one clang build (CUDA off) with ASan + UBSan and
 # libFuzzer instrumentation, then
 #   1. the C++ unit tests and the fault-injection suite under ASan + UBSan;
-#   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 60) on a copy of its
+#   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 30) on a copy of its
 #      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree.
 # Any sanitizer report, fuzzer crash, leak or over-allocation fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build/sanitize}
-SECONDS_EACH=${FUZZ_SECONDS:-60}
+SECONDS_EACH=${FUZZ_SECONDS:-30}
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq clang libclang-rt-dev >/dev/null

@@ -6,7 +6,7 @@
 # the examples), in a fresh clone of this checkout the README's main command on the CPU backend
 # (scripts/bench.sh with a short size range, so that a new user's first command cannot break
 # unnoticed), then the sanitizer tier (scripts/fuzz.sh: ASan + UBSan over the C++ unit and fault
-# tests, and each libFuzzer target for FUZZ_SECONDS, default 60).
+# tests, and each libFuzzer target for FUZZ_SECONDS, default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/ci}

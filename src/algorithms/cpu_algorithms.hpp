@@ -20,6 +20,15 @@ void reduce_scatter(ShmGroup& g, const CollArgs& a);
 void all_gather(ShmGroup& g, const CollArgs& a);
 void broadcast(ShmGroup& g, const CollArgs& a, int root_local);
 
+// Point-to-point and the collectives built on it, over the shm channels (shm_p2p.hpp): Send,
+// Recv and SendRecv; all_to_all (equal blocks) and all_to_all_v; gather and scatter.
+void send_recv(ShmGroup& g, const CollArgs& a);
+void all_to_all(ShmGroup& g, const CollArgs& a);
+void gather(ShmGroup& g, const CollArgs& a, int root_local);
+void scatter(ShmGroup& g, const CollArgs& a, int root_local);
+// Reduce to one rank over the slots, like one-shot all-reduce with only the root reducing.
+void reduce(ShmGroup& g, const CollArgs& a, int root_local);
+
 // Largest message (bytes) for which the planner picks one-shot all-reduce.
 inline constexpr size_t kOneShotMaxBytes = size_t{64} << 10;
 

@@ -22,6 +22,13 @@ struct CollArgs {
   RedOp op = RedOp::Sum;
   int root = 0;
   Stream stream = nullptr;
+  // Send / Recv: the other rank. SendRecv: the batch (ops[0..num_ops)).
+  int peer = -1;
+  const P2POp* ops = nullptr;
+  size_t num_ops = 0;
+  // AllToAllV: world entries each (count is unused).
+  const size_t* send_counts = nullptr;
+  const size_t* recv_counts = nullptr;
 };
 
 // What a backend is built from: the joined group, its topology and options.

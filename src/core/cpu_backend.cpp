@@ -41,6 +41,18 @@ class CpuBackend final : public BackendImpl {
       case Collective::Broadcast:
         if (a.count != 0) cpu::broadcast(*group_, a, local_of(a.root));
         return;
+      // Point-to-point calls run even with nothing to move: the empty message still lets the
+      // receiver check that the sender agreed on the size.
+      case Collective::Send:
+      case Collective::Recv:
+      case Collective::SendRecv: return cpu::send_recv(*group_, a);
+      case Collective::AllToAll:
+      case Collective::AllToAllV: return cpu::all_to_all(*group_, a);
+      case Collective::Gather: return cpu::gather(*group_, a, local_of(a.root));
+      case Collective::Scatter: return cpu::scatter(*group_, a, local_of(a.root));
+      case Collective::Reduce:
+        if (a.count != 0) cpu::reduce(*group_, a, local_of(a.root));
+        return;
     }
     throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);
   }
@@ -52,6 +64,14 @@ class CpuBackend final : public BackendImpl {
       case Collective::AllGather: return "shm_all_gather";
       case Collective::Broadcast: return "shm_broadcast";
       case Collective::Barrier: return "shm_barrier";
+      case Collective::Send:
+      case Collective::Recv:
+      case Collective::SendRecv: return "shm_send_recv";
+      case Collective::AllToAll:
+      case Collective::AllToAllV: return "shm_all_to_all";
+      case Collective::Reduce: return "shm_reduce";
+      case Collective::Gather: return "shm_gather";
+      case Collective::Scatter: return "shm_scatter";
     }
     return "unknown";
   }

@@ -183,3 +183,7 @@ def nbytes(x):
     if iface is not None:
         return int(iface["data"][0]), int(x.nbytes)
     raise invalid(f"register_buffer: cannot get the address of a {type(x).__name__}; pass (ptr, nbytes)")
+
+
+# Codes of the collectives added with point-to-point (actorcc::Collective, after BARRIER).
+SEND, RECV, SEND_RECV, ALL_TO_ALL, ALL_TO_ALL_V, REDUCE, GATHER, SCATTER = range(5, 13)

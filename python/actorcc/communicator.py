@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
 from ._actorcc import _Communicator, UniqueId
+from .collectives import CollectiveCalls, P2POp  # noqa: F401
 
-__all__ = ["Communicator", "Work"]
+__all__ = ["Communicator", "Work", "P2POp"]
 
 _OPS = T.OP_CODES
 _torch_dtypes = T._torch_dtypes
@@ -113,8 +114,9 @@ def _record_event(tensor, stream):
     return None
 
 
-class Communicator:
-    """One rank of a group.
+class Communicator(CollectiveCalls):
+    """One rank of a group (point-to-point, all_to_all, reduce, gather, scatter: see
+    actorcc.collectives).
 
     Communicator(uid, rank, world_size, device=None, timeout=None, join_timeout=None,
                  backend="auto", *, algo="", checked=False, workspace_bytes=0)

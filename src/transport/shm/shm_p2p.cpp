@@ -138,7 +138,8 @@ void shm_transfer(ShmGroup& g, const std::vector<ShmTransfer>& xfers, const char
                << ": rank " << me_rank << " expects " << (es ? x.bytes / es : 0) << " " << to_string(x.dtype)
                << " element(s) (" << x.bytes << " bytes) but rank " << peer << " sent " << (pes ? h.msg_bytes / pes : 0)
                << " " << to_string(dt) << " element(s) (" << h.msg_bytes << " bytes)";
-            g.fail(ErrorCode::InvalidArgument, peer, os.str());
+            // The culprit is the rank that found the disagreement: the others' errors name it.
+            g.fail(ErrorCode::InvalidArgument, me_rank, os.str());
           }
           if (h.len) std::memcpy(x.buf + off, data(s.ch, s.next, cb), h.len);
           c.consumed.store(++s.next, std::memory_order_release);

@@ -20,12 +20,9 @@ void reduce_scatter(ShmGroup& g, const CollArgs& a);
 void all_gather(ShmGroup& g, const CollArgs& a);
 void broadcast(ShmGroup& g, const CollArgs& a, int root_local);
 
-// Point-to-point and the collectives built on it, over the shm channels (shm_p2p.hpp): Send,
-// Recv and SendRecv; all_to_all (equal blocks) and all_to_all_v; gather and scatter.
+// Point-to-point and the collectives built on it (Send, Recv, SendRecv, AllToAll(V), Gather,
+// Scatter: algorithms/p2p_plan.hpp), over the shm channels (shm_p2p.hpp).
 void send_recv(ShmGroup& g, const CollArgs& a);
-void all_to_all(ShmGroup& g, const CollArgs& a);
-void gather(ShmGroup& g, const CollArgs& a, int root_local);
-void scatter(ShmGroup& g, const CollArgs& a, int root_local);
 // Reduce to one rank over the slots, like one-shot all-reduce with only the root reducing.
 void reduce(ShmGroup& g, const CollArgs& a, int root_local);
 

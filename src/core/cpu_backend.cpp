@@ -45,11 +45,11 @@ class CpuBackend final : public BackendImpl {
       // receiver check that the sender agreed on the size.
       case Collective::Send:
       case Collective::Recv:
-      case Collective::SendRecv: return cpu::send_recv(*group_, a);
+      case Collective::SendRecv:
       case Collective::AllToAll:
-      case Collective::AllToAllV: return cpu::all_to_all(*group_, a);
-      case Collective::Gather: return cpu::gather(*group_, a, local_of(a.root));
-      case Collective::Scatter: return cpu::scatter(*group_, a, local_of(a.root));
+      case Collective::AllToAllV:
+      case Collective::Gather:
+      case Collective::Scatter: return cpu::send_recv(*group_, a);
       case Collective::Reduce:
         if (a.count != 0) cpu::reduce(*group_, a, local_of(a.root));
         return;
@@ -66,12 +66,12 @@ class CpuBackend final : public BackendImpl {
       case Collective::Barrier: return "shm_barrier";
       case Collective::Send:
       case Collective::Recv:
-      case Collective::SendRecv: return "shm_send_recv";
+      case Collective::SendRecv:
       case Collective::AllToAll:
-      case Collective::AllToAllV: return "shm_all_to_all";
+      case Collective::AllToAllV:
+      case Collective::Gather:
+      case Collective::Scatter: return "shm_send_recv";
       case Collective::Reduce: return "shm_reduce";
-      case Collective::Gather: return "shm_gather";
-      case Collective::Scatter: return "shm_scatter";
     }
     return "unknown";
   }

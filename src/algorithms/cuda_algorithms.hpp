@@ -62,6 +62,9 @@ cudaError_t reduce_scatter_ll128(const DeviceComm& c, const Tuning& t, const Cal
 cudaError_t allgather_ll128(const DeviceComm& c, const Tuning& t, const CallArgs& a);       // cuda_twoshot_ll128.cu
 cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);     // cuda_broadcast.cu
 cudaError_t barrier_flags(const DeviceComm& c, const Tuning& t, const CallArgs& a);      // cuda_barrier.cu
+cudaError_t reduce_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);        // cuda_oneshot_push.cu
+// all_to_all (equal blocks), gather, scatter: by a.coll (cuda_exchange.cu)
+cudaError_t exchange_push(const DeviceComm& c, const Tuning& t, const CallArgs& a);
 
 // Shared by the two-shot all-reduce and reduce_scatter (cuda_twoshot.cu): reduce-scatter by
 // pushing each segment to its owner, then (gather) all-gather by pushing the owner's result.

@@ -41,29 +41,29 @@ std::vector<P2POp> p2p_transfers(const CollArgs& a, int rank, int world) {
       break;
     }
     case Collective::Gather:
+    case Collective::Scatter: {
+      // Mirror images: the root exchanges block p of its world-sized buffer with rank p (its
+      // own block is a local copy, none in place); the others send (gather) or receive
+      // (scatter) their one block.
+      const bool gather = a.coll == Collective::Gather;
+      uint8_t* blocks = gather ? recv : send;
+      uint8_t* own = gather ? send : recv;
+      const K at_root = gather ? K::Recv : K::Send;
       if (rank != a.root) {
-        x.push_back({K::Send, send, a.count, a.dtype, a.root});
+        x.push_back({gather ? K::Send : K::Recv, own, a.count, a.dtype, a.root});
         break;
       }
       for (int p = 0; p < world; ++p) {
-        uint8_t* dst = recv + static_cast<size_t>(p) * a.count * es;
-        if (p == rank && dst == send) continue;  // in place: already there
-        if (p == rank) x.push_back({K::Send, send, a.count, a.dtype, p});
-        x.push_back({K::Recv, dst, a.count, a.dtype, p});
+        uint8_t* blk = blocks + static_cast<size_t>(p) * a.count * es;
+        if (p != rank) {
+          x.push_back({at_root, blk, a.count, a.dtype, p});
+        } else if (blk != own) {
+          x.push_back({K::Send, gather ? own : blk, a.count, a.dtype, p});
+          x.push_back({K::Recv, gather ? blk : own, a.count, a.dtype, p});
+        }
       }
       break;
-    case Collective::Scatter:
-      if (rank != a.root) {
-        x.push_back({K::Recv, recv, a.count, a.dtype, a.root});
-        break;
-      }
-      for (int p = 0; p < world; ++p) {
-        uint8_t* src = send + static_cast<size_t>(p) * a.count * es;
-        if (p == rank && src == recv) continue;  // in place
-        x.push_back({K::Send, src, a.count, a.dtype, p});
-        if (p == rank) x.push_back({K::Recv, recv, a.count, a.dtype, p});
-      }
-      break;
+    }
     default: break;
   }
   return x;

@@ -310,6 +310,7 @@ class CudaBackend final : public BackendImpl {
 
   void run(const CollArgs& a) override {
     check_device_errors();
+    if (a.coll > Collective::Barrier) return run_more(a);
     if (a.coll != Collective::Barrier && a.count == 0) return;
     DeviceGuard guard(device_);
     if (a.coll != Collective::Barrier) {
@@ -319,15 +320,7 @@ class CudaBackend final : public BackendImpl {
     auto stream = static_cast<cudaStream_t>(a.stream);
     if (ctx_.world == 1) return run_single(a, stream);
     order_after_previous(stream);
-    CallArgs ca;
-    ca.send = a.send;
-    ca.recv = a.recv;
-    ca.count = a.count;
-    ca.dtype = static_cast<int>(a.dtype);
-    ca.op = static_cast<int>(a.op);
-    ca.root = a.root;
-    ca.coll = static_cast<int>(a.coll);
-    ca.stream = stream;
+    CallArgs ca = call_args(a, stream);
     cudaError_t e = cudaSuccess;
     switch (a.coll) {
       case Collective::AllReduce: {
@@ -355,6 +348,35 @@ class CudaBackend final : public BackendImpl {
       case Collective::Broadcast: e = cuda::broadcast_push(dc_, agreed_.tune, ca); break;
       case Collective::Barrier: e = cuda::barrier_flags(dc_, agreed_.tune, ca); break;
     }
+    ck(e, std::string("launching CUDA ") + std::string(to_string(a.coll)));
+    last_stream_ = stream;
+    have_last_ = true;
+  }
+
+  // The calls added with point-to-point. all_to_all, gather, scatter and reduce run as push
+  // kernels over the workspace (cuda_exchange.cu, cuda_oneshot_push.cu); buffers a call does
+  // not use on this rank (gather's output, scatter's input off the root) may be null.
+  // Send, recv, batches and all_to_all_v need per-pair progress, which the workspace's
+  // group-wide step counters do not give: on this path they are refused (the NCCL path and
+  // the CPU backend carry them).
+  void run_more(const CollArgs& a) {
+    const bool pushes = a.coll == Collective::AllToAll || a.coll == Collective::Gather ||
+                        a.coll == Collective::Scatter || a.coll == Collective::Reduce;
+    if (!pushes)
+      throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) +
+                                 " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
+                                 "groups that NCCL carries have it)",
+                             ctx_.rank);
+    if (a.count == 0) return;
+    DeviceGuard guard(device_);
+    if (a.send) check_buffer(a.send, "send", a);
+    if (a.recv) check_buffer(a.recv, "recv", a);
+    auto stream = static_cast<cudaStream_t>(a.stream);
+    if (ctx_.world == 1) return run_single(a, stream);  // each is a copy within one rank
+    order_after_previous(stream);
+    cuda::CallArgs ca = call_args(a, stream);
+    const cudaError_t e = a.coll == Collective::Reduce ? cuda::reduce_push(dc_, agreed_.tune, ca)
+                                                        : cuda::exchange_push(dc_, agreed_.tune, ca);
     ck(e, std::string("launching CUDA ") + std::string(to_string(a.coll)));
     last_stream_ = stream;
     have_last_ = true;
@@ -412,7 +434,8 @@ class CudaBackend final : public BackendImpl {
     int code = e[0];
     if (code == cuda::kErrNone) return;
     int peer = e[1], coll = e[2];
-    std::string what = coll >= 0 && coll <= 4 ? std::string(to_string(static_cast<Collective>(coll))) : "collective";
+    std::string what =
+        coll >= 0 && coll < kNumCollectives ? std::string(to_string(static_cast<Collective>(coll))) : "collective";
     std::string ms = std::to_string(ctx_.options.timeout.count());
     if (code == cuda::kErrTimeout)
       ctx_.abort->raise(peer, ErrorCode::Timeout,
@@ -468,10 +491,23 @@ class CudaBackend final : public BackendImpl {
     ca.desc = h | 1;  // never 0, the value of a word no call has written
   }
 
+  static cuda::CallArgs call_args(const CollArgs& a, cudaStream_t stream) {
+    cuda::CallArgs ca;
+    ca.send = a.send;
+    ca.recv = a.recv;
+    ca.count = a.count;
+    ca.dtype = static_cast<int>(a.dtype);
+    ca.op = static_cast<int>(a.op);
+    ca.root = a.root;
+    ca.coll = static_cast<int>(a.coll);
+    ca.stream = stream;
+    return ca;
+  }
+
   void run_single(const CollArgs& a, cudaStream_t s) {
     if (a.coll == Collective::Barrier) return;
     size_t bytes = a.count * dtype_size(a.dtype);  // every collective of one rank is a copy
-    if (a.send && a.send != a.recv) ck(cudaMemcpyAsync(a.recv, a.send, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+    if (a.send && a.recv && a.send != a.recv) ck(cudaMemcpyAsync(a.recv, a.send, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
   }
 
   GroupContext& ctx_;

@@ -73,6 +73,14 @@ std::string route_name(Route r, Collective c) {
     case Collective::Broadcast: return "broadcast_push";
     case Collective::Barrier: return "barrier_flags";
     case Collective::AllReduce: break;  // pick_route always names an all-reduce route
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: return "exchange_push";
+    case Collective::Reduce: return "reduce_push";
+    case Collective::Send:
+    case Collective::Recv:
+    case Collective::SendRecv:
+    case Collective::AllToAllV: return "none";  // not on the NVLink path (CudaBackend::run_more)
   }
   return "auto";
 }

@@ -40,6 +40,11 @@ elif [ "$phase" = phase1 ]; then
   step py-gpu 240 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_torch.py \
       tests/python/test_gpu_nccl_setup.py tests/python/test_basics.py
   tail -25 "$W/py-gpu.log"
+  # send/recv, all_to_all(_v), reduce, gather, scatter on GPUs (ranks sharing GPU 0; one GPU
+  # each; the NCCL path) and the torch.distributed backend's CPU matrix and DDP
+  step py-gpu-p2p 420 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_p2p.py \
+      tests/python/test_torch_backend.py
+  tail -25 "$W/py-gpu-p2p.log"
   step doctor-local-masked 120 env CUDA_VISIBLE_DEVICES=1 python3 -m actorcc.doctor --torch
   step doctor-local-permuted 120 env CUDA_VISIBLE_DEVICES=1,0 python3 -m actorcc.doctor --torch
   CUDA_VISIBLE_DEVICES=1 python3 -m actorcc.doctor --json >"$W/doctor-local-masked.json" 2>&1

@@ -25,7 +25,7 @@ def _check(res, seed):
 @pytest.mark.parametrize("world", [2, 3])
 def test_nvlink_path_sharing_one_gpu(world, uid):
     seed = random.getrandbits(32)
-    res = run_ranks(world, gpu_p2p_workers.gpu_p2p, uid, seed, False, timeout=900,
+    res = run_ranks(world, gpu_p2p_workers.gpu_p2p, uid, seed, False, gpu_p2p_workers.SHARED_SIZES, timeout=900,
                     env={"CUDA_VISIBLE_DEVICES": "0", "ACTORCC_CUDA_SHARE_GPU": "1"})
     _check(res, seed)
 

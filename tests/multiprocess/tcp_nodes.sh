@@ -106,6 +106,10 @@ netns)
   for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
   ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || fail "link up"
 
+  # The root's address is no loopback one, so the group needs a shared secret (bootstrap).
+  ACTORCC_BOOTSTRAP_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  export ACTORCC_BOOTSTRAP_SECRET
+
   # 2 nodes x 2 ranks, placed alternately: ranks 0 and 2 on node a, 1 and 3 on node b.
   port=29500
   start c0 "$a" check 0 4 10.231.0.1 $port "$seed" 20000

@@ -283,6 +283,8 @@ void ShmGroup::sync(const char* what) {
     };
     if (!wait_on(f.step, f.sleepers, dl, done)) throw_timeout(what, target);
     if (left && !reached(f.step.load(std::memory_order_acquire), target)) {
+      // A peer that failed raised the abort word before it closed: that names the cause.
+      check_abort();
       const int who = ctx_.local_ranks[p];
       ctx_.abort->raise(who, ErrorCode::Remote,
                         "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +

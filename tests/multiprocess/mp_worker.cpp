@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -830,6 +831,42 @@ int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
   return 3;
 }
 
+// Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
+// on every rank before anything moves, with an UnsupportedError that names the rank and says
+// why; plan() names none of them; the group then still works.
+int unsupported_across_nodes(Communicator& c, const std::string& tag) {
+  const int me = c.rank(), n = c.world_size();
+  std::vector<float> in(4 * n, 1.0f), out(4 * n, 0.0f);
+  std::vector<size_t> counts(n, 4);
+  const std::vector<std::pair<Collective, std::function<void()>>> calls = {
+      {Collective::Send, [&] { c.send(in.data(), 4, DataType::Float32, (me + 1) % n); }},
+      {Collective::Recv, [&] { c.recv(out.data(), 4, DataType::Float32, (me + n - 1) % n); }},
+      {Collective::SendRecv, [&] { c.send_recv({{P2POp::Kind::Send, in.data(), 4, DataType::Float32, (me + 1) % n}}); }},
+      {Collective::AllToAll, [&] { c.all_to_all(in.data(), out.data(), 4, DataType::Float32); }},
+      {Collective::AllToAllV, [&] { c.all_to_all_v(in.data(), counts, out.data(), counts, DataType::Float32); }},
+      {Collective::Reduce, [&] { c.reduce(in.data(), out.data(), 4, DataType::Float32, RedOp::Sum, 0); }},
+      {Collective::Gather, [&] { c.gather(in.data(), out.data(), 4, DataType::Float32, 0); }},
+      {Collective::Scatter, [&] { c.scatter(in.data(), out.data(), 4, DataType::Float32, 0); }},
+  };
+  for (const auto& [coll, call] : calls) {
+    const std::string name(to_string(coll));
+    if (c.plan(coll, 16) != "none") throw Failure(tag + ": plan(" + name + ") is " + c.plan(coll, 16));
+    try {
+      call();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::Unsupported || what.find(tag + ": " + name) == std::string::npos ||
+          what.find("span nodes") == std::string::npos)
+        throw Failure(tag + ": " + name + " failed with the wrong error: " + what);
+      continue;
+    }
+    throw Failure(tag + ": " + name + " ran on a group spanning nodes");
+  }
+  small_all_reduce_check(c);
+  std::cerr << tag << " refused all " << calls.size() << " calls; the group still works" << std::endl;
+  return 0;
+}
+
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
@@ -871,6 +908,7 @@ int run(const Args& a) {
     return 0;
   }
   if (a.mode == "p2p_mismatch") return p2p_mismatch(c, a, tag);
+  if (a.mode == "unsupported_across_nodes") return unsupported_across_nodes(c, tag);
   if (a.mode == "bench") {  // latency/bandwidth probe, not a test: prints one line per size
     for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
       std::vector<float> v(bytes / 4, 1.0f);

@@ -149,6 +149,20 @@ TEST_P(VirtualNodes, EveryCollectiveDtypeOpCount) {
 INSTANTIATE_TEST_SUITE_P(Layouts, VirtualNodes, ::testing::Values("abab", "abc", "aab"),
                          [](const auto& info) { return info.param; });
 
+// The calls the hierarchical plans do not carry yet (point-to-point and what is built on it,
+// reduce): refused on every rank with a clear error, and the group stays usable.
+TEST(VirtualNodes, PointToPointCallsAreRefusedClearly) {
+  const std::string nodes = "aab";
+  const int world = static_cast<int>(nodes.size());
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "unsupported_across_nodes", {"--timeout-ms", "20000"}),
+            {std::string("ACTORCC_NODE_ID=") + nodes[r]});
+  ASSERT_TRUE(p.wait_all(120s)) << p.report();
+  expect_all_exit_zero(p);
+}
+
 // ---------------------------------------------------------------------------------------
 // Failures.
 

@@ -692,7 +692,12 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
     }
   } catch (const RemoteError& e) {
     std::cerr << tag << " got RemoteError culprit=" << e.culprit() << ": " << e.what() << std::endl;
-    return e.culprit() == culprit ? 0 : 3;
+    if (e.culprit() == culprit) return 0;
+    // Across nodes the first rank whose TCP rail to the dead rank broke aborts the group, and
+    // its abort can reach the others before the root's news of the death: the error then comes
+    // from that rank, with the lost connection to the culprit as its cause.
+    const std::string lost = "connection with rank " + std::to_string(culprit) + " ";
+    return std::string(e.what()).find(lost) != std::string::npos ? 0 : 3;
   } catch (const TimeoutError& e) {
     // A stalled (not dead) peer: the first rank to time out names it; the others then get the
     // RemoteError above through the shared abort word, or time out themselves.

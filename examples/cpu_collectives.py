@@ -49,8 +49,11 @@ def rank_main(rank, world, uid, seed, stagger):
         assert np.array_equal(b, everyone[world - 1])
 
         comm.barrier()
-        print(f"rank {rank}/{world} (pid {mp.current_process().pid}): all_reduce sum and max, reduce_scatter, "
-              f"all_gather, broadcast, barrier: results checked", flush=True)
+        # One write per line: print() writes the text and its newline separately, and the
+        # ranks share one stdout, so their lines could run together.
+        sys.stdout.write(f"rank {rank}/{world} (pid {mp.current_process().pid}): all_reduce sum and max, "
+                         f"reduce_scatter, all_gather, broadcast, barrier: results checked\n")
+        sys.stdout.flush()
 
 
 def main():

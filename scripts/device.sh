@@ -25,7 +25,12 @@
 #               CUDA graphs; on 1 GPU the actorcc side alone, ranks sharing it, with checks
 #   timeout     (2+ GPUs) the abort/timeout and stall tests of gpu_worker
 #   tune        (2+ GPUs) gpu_worker's timing table of every all-reduce route and variant
-#   all         build tier shared vnodes mutations bench
+#   p2p         send/recv, batches, all_to_all(_v), reduce, gather, scatter on GPUs from Python
+#               (tests/python/test_gpu_p2p.py: ranks sharing GPU 0, then one GPU each and the NCCL
+#               path on 2+ GPUs) and the torch.distributed backend (test_torch_backend.py); builds
+#               the library and the extension (preset gpu with ACTORCC_PYTHON=ON), ~7 min on 1 GPU:
+#               run it alone with DEVICE_BUDGET=590
+#   all         build tier shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -182,6 +187,15 @@ phase_bench() {
   grep -h "out of bounds" "$OUT"/logs/bench-*.log
 }
 
+phase_p2p() {
+  step build-python 300 bash -c "cmake --preset gpu -DACTORCC_PYTHON=ON >/dev/null &&
+      cmake --build --preset gpu -j$(nproc) --target actorcc_py_pkg" ||
+    { tail -40 "$OUT/logs/build-python.log"; FAILED=1; return; }
+  step py-gpu-p2p 480 env PYTHONPATH="$ROOT/build/gpu/python/pkg" python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_gpu_p2p.py tests/python/test_torch_backend.py || FAILED=1
+  tail -25 "$OUT/logs/py-gpu-p2p.log"
+}
+
 phase_tune() {
   ensure_build gpu || return
   [ "$NGPU" -ge 2 ] || { printf '%-30s SKIPPED (needs 2+ GPUs)\n' tune | tee -a "$SUMMARY"; return; }
@@ -195,9 +209,9 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,33p' "$0"; exit 2; }
 phases=("$@")
-[ "$*" = all ] && phases=(build tier shared vnodes mutations bench)
+[ "$*" = all ] && phases=(build tier shared vnodes mutations bench p2p)
 {
   echo "== device.sh ${phases[*]}: $NGPU GPU(s), budget ${BUDGET}s, $(date -u +%FT%TZ)"
   nvidia-smi -L 2>&1
@@ -205,7 +219,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p) "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     *) echo "unknown phase '$p'"; exit 2 ;;

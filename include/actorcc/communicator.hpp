@@ -20,6 +20,17 @@ namespace actorcc {
 
 using Stream = void*;  // a cudaStream_t; nullptr = the legacy default stream
 
+// One point-to-point transfer of a batch (Communicator::send_recv): like one ncclSend or
+// ncclRecv between ncclGroupStart and ncclGroupEnd, or one P2POp of torch's batch_isend_irecv.
+struct P2POp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  void* buf = nullptr;  // read for Send, written for Recv
+  size_t count = 0;     // elements
+  DataType dtype = DataType::Float32;
+  int peer = -1;        // the rank sent to / received from (may be this rank: a local copy)
+};
+
 class Communicator {
  public:
   // Joins the group described by `id` (see UniqueId::create) as `rank` of `world_size`.
@@ -78,6 +89,39 @@ class Communicator {
   // `registered_output`: for a call whose output lies in a registered buffer (register_buffer),
   // which large all-reduces route differently.
   std::string plan(Collective c, size_t bytes, bool registered_output = false) const;
+
+  // Point-to-point. A send matches the peer's recv of the same count and dtype; messages
+  // between two ranks arrive in the order they were sent. send returns once the peer has
+  // received everything, so two ranks that each send before they receive must issue both as
+  // one send_recv batch (as with NCCL outside a group). A count or dtype that differs from
+  // the peer's fails on both ranks with an error naming both; a peer that never posts the
+  // matching call makes this rank time out naming it. Both poison the group, as every
+  // failed collective does.
+  void send(const void* buf, size_t count, DataType dtype, int peer, Stream stream = nullptr);
+  void recv(void* buf, size_t count, DataType dtype, int peer, Stream stream = nullptr);
+  // Every op of the batch progresses at once, so any pattern of sends and receives completes
+  // (a ring, a pairwise exchange). Ops to the same peer in the same direction keep their order.
+  void send_recv(const std::vector<P2POp>& ops, Stream stream = nullptr);
+  // Rank r's block k (count elements) goes to rank k's block r. send and recv hold world x
+  // count elements and must not overlap.
+  void all_to_all(const void* send, void* recv, size_t count, DataType dtype, Stream stream = nullptr);
+  // Per-peer counts (world_size entries each): rank r sends send_counts[k] elements to rank k,
+  // taken from send at offset sum(send_counts[0..k)), and receives recv_counts[k] elements
+  // from rank k into recv at offset sum(recv_counts[0..k)). recv_counts[k] on rank r must
+  // equal send_counts[r] on rank k (checked: an error naming both ranks).
+  void all_to_all_v(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                    const std::vector<size_t>& recv_counts, DataType dtype, Stream stream = nullptr);
+  // Reduces every rank's send into root's recv (recv is unused, may be null, elsewhere).
+  void reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+              Stream stream = nullptr);
+  // Root's recv (world x send_count elements) receives every rank's send in rank order; recv
+  // is unused (may be null) on the other ranks. In place on the root: send = recv + root x count.
+  void gather(const void* send, void* recv, size_t send_count, DataType dtype, int root,
+              Stream stream = nullptr);
+  // Rank r receives block r (recv_count elements) of root's send (world x recv_count);
+  // send is unused (may be null) on the other ranks. In place on the root: recv = send + root x count.
+  void scatter(const void* send, void* recv, size_t recv_count, DataType dtype, int root,
+               Stream stream = nullptr);
 
   struct Impl;
 

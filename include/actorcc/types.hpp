@@ -16,7 +16,13 @@ inline constexpr int kNumRedOps = 5;
 
 enum class Backend : uint8_t { Auto = 0, Cpu, Cuda };
 
-enum class Collective : uint8_t { AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier };
+enum class Collective : uint8_t {
+  AllReduce = 0, ReduceScatter, AllGather, Broadcast, Barrier,
+  // Point-to-point (Send, Recv, and SendRecv: a batch of both issued as one) and the
+  // collectives built on it; Reduce reduces to one root.
+  Send, Recv, SendRecv, AllToAll, AllToAllV, Reduce, Gather, Scatter,
+};
+inline constexpr int kNumCollectives = 13;
 
 // Bytes per element; 0 for an out-of-range value.
 size_t dtype_size(DataType t) noexcept;

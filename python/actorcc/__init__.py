@@ -24,7 +24,7 @@ from ._actorcc import (  # noqa: F401
 )
 from ._actorcc import version as _library_version
 from ._tensors import SUPPORTED_DTYPES  # noqa: F401
-from .communicator import Communicator, Work  # noqa: F401
+from .communicator import Communicator, P2POp, Work  # noqa: F401
 
 __version__ = _library_version()
 
@@ -35,5 +35,5 @@ from . import doctor  # noqa: E402,F401
 __all__ = [
     "UniqueId", "Communicator", "Work", "Error", "InvalidArgumentError", "RemoteError",
     "SystemCallError", "CudaError", "UnsupportedError", "InternalError", "SUPPORTED_DTYPES",
-    "built_with_cuda", "doctor",
+    "built_with_cuda", "doctor", "P2POp",
 ]

@@ -20,6 +20,9 @@ OP_CODES.update({alias: OP_CODES[name] for alias, name in
 _COLL = _actorcc.COLLECTIVE_CODES
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, BARRIER = (
     _COLL["all_reduce"], _COLL["reduce_scatter"], _COLL["all_gather"], _COLL["broadcast"], _COLL["barrier"])
+SEND, RECV, SEND_RECV, ALL_TO_ALL, ALL_TO_ALL_V, REDUCE, GATHER, SCATTER = (
+    _COLL["send"], _COLL["recv"], _COLL["send_recv"], _COLL["all_to_all"], _COLL["all_to_all_v"],
+    _COLL["reduce"], _COLL["gather"], _COLL["scatter"])
 
 # DLPack device types (dlpack.h).
 DEV_CPU, DEV_CUDA, DEV_CUDA_HOST = 1, 2, 3
@@ -180,3 +183,4 @@ def nbytes(x):
     if iface is not None:
         return int(iface["data"][0]), int(x.nbytes)
     raise invalid(f"register_buffer: cannot get the address of a {type(x).__name__}; pass (ptr, nbytes)")
+

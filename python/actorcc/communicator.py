@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from . import _tensors as T
 from ._actorcc import RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
+from .collectives import CollectiveCalls, P2POp  # noqa: F401
 
-__all__ = ["Communicator", "Work"]
+__all__ = ["Communicator", "Work", "P2POp"]
 
 # Errors the group reports about other ranks (see Communicator.__exit__).
 _GROUP_ERRORS = (RemoteError, _TimeoutError)
@@ -146,8 +147,9 @@ def _record_event(tensor, stream):
     return None
 
 
-class Communicator:
-    """One rank of a group.
+class Communicator(CollectiveCalls):
+    """One rank of a group (point-to-point, all_to_all, reduce, gather, scatter: see
+    actorcc.collectives).
 
     Communicator(uid, rank, world_size, device=None, timeout=None, join_timeout=None,
                  backend="auto", *, algo="", checked=False, workspace_bytes=0)

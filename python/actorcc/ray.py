@@ -264,7 +264,7 @@ def _backend_class():
 
     class ActorccGroup(BaseGroup):
         """ray.util.collective group on actorcc. One tensor per process (the *_multigpu
-        calls, send and recv are not supported)."""
+        calls are not supported)."""
 
         def __init__(self, world_size, rank, group_name):
             super().__init__(world_size, rank, group_name)
@@ -313,10 +313,7 @@ def _backend_class():
             t = self._one(tensors)
             op = getattr(reduce_options, "reduceOp", "sum")
             root = getattr(reduce_options, "root_rank", 0)
-            if self.rank == root:
-                self._comm.all_reduce(t, op=op)
-            else:  # non-root buffers stay unchanged, as in NCCL
-                self._comm.all_reduce(t, op=op, out=T.empty(t, T.shape_of(t)))
+            self._comm.reduce(t, root=root, op=op)  # non-root buffers stay unchanged, as in NCCL
 
         def allgather(self, tensor_lists, tensors, allgather_options=None):
             t = self._one(tensors)
@@ -340,14 +337,25 @@ def _backend_class():
             op = getattr(reducescatter_options, "reduceOp", "sum")
             self._comm.reduce_scatter(_concat(ins), out=out, op=op)
 
+        # Blocking, as ray.util.collective's NCCL backend: send returns once the peer has the
+        # data, so two actors that send to each other must order their calls (or use
+        # actorcc.ray.get_group(...).batch_send_recv through create_group).
         def send(self, tensors, send_options):
-            raise NotImplementedError("actorcc backend: send/recv are not supported")
+            t = _first_elements(self._one(tensors), getattr(send_options, "n_elements", 0))
+            self._comm.send(t, send_options.dst_rank)
 
         def recv(self, tensors, recv_options):
-            raise NotImplementedError("actorcc backend: send/recv are not supported")
+            t = _first_elements(self._one(tensors), getattr(recv_options, "n_elements", 0))
+            self._comm.recv(t, recv_options.src_rank)
 
     _group_cls = ActorccGroup
     return ActorccGroup
+
+
+def _first_elements(t, n):
+    """The first n elements of t as a flat view (all of t for n == 0), as n_elements means."""
+    n = int(n or 0)
+    return t.reshape(-1)[:n] if n > 0 else t
 
 
 def _concat(tensors):

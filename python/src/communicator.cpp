@@ -208,6 +208,11 @@ struct Call {
   int root = 0;
   Stream stream = nullptr;
   bool done = false;
+  // Send / Recv: the peer (in `root`). SendRecv: the batch, and its tensors kept alive.
+  // AllToAllV: the per-peer counts.
+  std::vector<P2POp> ops;
+  std::vector<Buf> op_bufs;
+  std::vector<size_t> in_counts, out_counts;
 
   void run() {
     if (done) throw_invalid("this call has already run", pc->rank);
@@ -221,17 +226,144 @@ struct Call {
       case Collective::AllGather: c.all_gather(send.ptr, recv.ptr, count, send.dtype, stream); break;
       case Collective::Broadcast: c.broadcast(send.ptr, recv.ptr, count, send.dtype, root, stream); break;
       case Collective::Barrier: c.barrier(stream); break;
+      case Collective::Send: c.send(send.ptr, count, send.dtype, root, stream); break;
+      case Collective::Recv: c.recv(recv.ptr, count, recv.dtype, root, stream); break;
+      case Collective::SendRecv: c.send_recv(ops, stream); break;
+      case Collective::AllToAll: c.all_to_all(send.ptr, recv.ptr, count, send.dtype, stream); break;
+      case Collective::AllToAllV: c.all_to_all_v(send.ptr, in_counts, recv.ptr, out_counts, send.dtype, stream); break;
+      case Collective::Reduce: c.reduce(send.ptr, recv.ptr, count, send.dtype, op, root, stream); break;
+      case Collective::Gather: c.gather(send.ptr, recv.ptr, count, send.dtype, root, stream); break;
+      case Collective::Scatter: c.scatter(send.ptr, recv.ptr, count, recv.dtype, root, stream); break;
     }
   }
 };
 
+std::vector<size_t> count_list(nb::handle h, const char* what, size_t world, int rank) {
+  if (h.is_none()) throw_invalid(std::string("all_to_all_v: ") + what + " is required", rank);
+  std::vector<size_t> v;
+  for (nb::handle x : h) {
+    const auto c = nb::cast<int64_t>(x);
+    if (c < 0) throw_invalid(std::string("all_to_all_v: ") + what + " has a negative count " + std::to_string(c), rank);
+    v.push_back(static_cast<size_t>(c));
+  }
+  if (v.size() != world)
+    throw_invalid(std::string("all_to_all_v: ") + what + " has " + std::to_string(v.size()) + " entries, need world_size = " +
+                      std::to_string(world),
+                  rank);
+  return v;
+}
+
+size_t sum_of(const std::vector<size_t>& v) {
+  size_t s = 0;
+  for (size_t x : v) s += x;
+  return s;
+}
+
+// The calls added with point-to-point: a buffer may be absent where the call does not use it
+// (gather's output and scatter's input off the root), and sizes relate by world_size or by
+// the per-peer counts. `root` is the peer for send and recv.
+void prepare_more(Call& call, PyComm& pc, nb::handle send_h, nb::handle recv_h, int dtype_override, nb::handle in_counts,
+                  nb::handle out_counts) {
+  const int r = pc.rank;
+  const size_t w = static_cast<size_t>(pc.world);
+  const Collective c = call.coll;
+  const char* name = to_string(c).data();
+  const bool rooted = c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+  if (rooted && (call.root < 0 || call.root >= pc.world))
+    throw_invalid(std::string(name) + ": root " + std::to_string(call.root) + " is outside the group of " +
+                      std::to_string(pc.world),
+                  r);
+  if ((c == Collective::Send || c == Collective::Recv) && (call.root < 0 || call.root >= pc.world || call.root == r))
+    throw_invalid(std::string(name) + ": peer " + std::to_string(call.root) + " is not another rank of this group of " +
+                      std::to_string(pc.world),
+                  r);
+  const bool root = call.root == r;
+  auto get = [&](nb::handle h, bool writable, const char* what) {
+    Buf b = get_buf(h, writable, what, r, dtype_override);
+    pc.check_device(b, what);
+    return b;
+  };
+  auto same_kind = [&](const Buf& a, const Buf& b) {
+    if (a.dtype != b.dtype)
+      throw_invalid(std::string(name) + ": dtype mismatch: input is " + std::string(to_string(a.dtype)) + ", output is " +
+                        std::string(to_string(b.dtype)),
+                    r);
+  };
+  auto size_is = [&](const Buf& b, size_t want, const char* what, const std::string& rule) {
+    if (b.count != want)
+      throw_invalid(std::string(name) + ": " + what + " must have " + rule + " = " + std::to_string(want) +
+                        " elements, got " + std::to_string(b.count),
+                    r);
+  };
+  switch (c) {
+    case Collective::Send:
+      call.send = get(send_h, false, "tensor");
+      call.count = call.send.count;
+      return;
+    case Collective::Recv:
+      call.recv = get(recv_h, true, "tensor");
+      call.count = call.recv.count;
+      return;
+    case Collective::AllToAll:
+    case Collective::AllToAllV:
+      if (send_h.is_none() || recv_h.is_none() || send_h.is(recv_h))
+        throw_invalid(std::string(name) + ": needs an input and a separate output tensor", r);
+      call.send = get(send_h, false, "input tensor");
+      call.recv = get(recv_h, true, "output tensor");
+      same_kind(call.send, call.recv);
+      if (c == Collective::AllToAll) {
+        if (call.send.count % w)
+          throw_invalid("all_to_all: input of " + std::to_string(call.send.count) + " elements does not split into " +
+                            std::to_string(w) + " equal blocks",
+                        r);
+        size_is(call.recv, call.send.count, "output", "the input's size");
+        call.count = call.send.count / w;
+      } else {
+        call.in_counts = count_list(in_counts, "in_counts", w, r);
+        call.out_counts = count_list(out_counts, "out_counts", w, r);
+        size_is(call.send, sum_of(call.in_counts), "input", "sum(in_counts)");
+        size_is(call.recv, sum_of(call.out_counts), "output", "sum(out_counts)");
+      }
+      return;
+    case Collective::Reduce:  // in place: the root's tensor receives the result
+      call.send = get(send_h, root, "tensor");
+      call.recv = call.send;
+      call.count = call.send.count;
+      return;
+    case Collective::Gather:
+      call.send = get(send_h, false, "tensor");
+      call.count = call.send.count;
+      if (root) {
+        if (recv_h.is_none()) throw_invalid("gather: the root needs an output tensor (out=)", r);
+        call.recv = get(recv_h, true, "output tensor");
+        same_kind(call.send, call.recv);
+        size_is(call.recv, call.count * w, "output", "world_size * input = " + std::to_string(w) + " * " + std::to_string(call.count));
+      }
+      return;
+    case Collective::Scatter:
+      call.recv = get(recv_h, true, "output tensor");
+      call.count = call.recv.count;
+      if (root) {
+        if (send_h.is_none()) throw_invalid("scatter: the root needs an input tensor", r);
+        call.send = get(send_h, false, "input tensor");
+        same_kind(call.send, call.recv);
+        size_is(call.send, call.count * w, "input", "world_size * output = " + std::to_string(w) + " * " + std::to_string(call.count));
+      }
+      return;
+    default: throw_invalid("bad collective code", r);
+  }
+}
+
+
 // Resolves and checks every argument; throws InvalidArgument before anything moves.
 Call prepare(nb::handle self, int coll_code, nb::handle send_h, nb::handle recv_h, int op_code, int root,
-             uintptr_t stream, int dtype_override) {
+             uintptr_t stream, int dtype_override, nb::handle in_counts = nb::none(), nb::handle out_counts = nb::none()) {
   PyComm& pc = nb::cast<PyComm&>(self);
   pc.get();  // closed?
   int r = pc.rank;
-  if (coll_code < 0 || to_string(static_cast<Collective>(coll_code)) == "invalid")
+  // SendRecv (a batch) has its own entry point (send_recv below), not this one.
+  if (coll_code < 0 || to_string(static_cast<Collective>(coll_code)) == "invalid" ||
+      coll_code == static_cast<int>(Collective::SendRecv))
     throw_invalid("bad collective code " + std::to_string(coll_code), r);
   Call call;
   call.owner = nb::borrow(self);
@@ -242,6 +374,10 @@ Call prepare(nb::handle self, int coll_code, nb::handle send_h, nb::handle recv_
   if (op_code < 0 || op_code >= kNumRedOps) throw_invalid("unsupported reduction op code " + std::to_string(op_code), r);
   call.op = static_cast<RedOp>(op_code);
   call.root = root;
+  if (coll_code > static_cast<int>(Collective::Barrier)) {
+    prepare_more(call, pc, send_h, recv_h, dtype_override, in_counts, out_counts);
+    return call;
+  }
 
   const bool in_place = recv_h.is(send_h) || recv_h.is_none();
   call.send = get_buf(send_h, /*writable=*/in_place, in_place ? "tensor" : "input tensor", r, dtype_override);
@@ -385,8 +521,8 @@ void bind_communicator(nb::module_& m) {
       .def(
           "call",
           [](nb::handle self, int coll, nb::handle send, nb::handle recv, int op, int root, uintptr_t stream,
-             int dtype_override, bool run) -> nb::object {
-            Call c = prepare(self, coll, send, recv, op, root, stream, dtype_override);
+             int dtype_override, bool run, nb::handle in_counts, nb::handle out_counts) -> nb::object {
+            Call c = prepare(self, coll, send, recv, op, root, stream, dtype_override, in_counts, out_counts);
             if (run) {
               c.run();
               return nb::none();
@@ -394,7 +530,42 @@ void bind_communicator(nb::module_& m) {
             return nb::cast(std::move(c));
           },
           nb::arg("coll"), nb::arg("send").none(), nb::arg("recv").none(), nb::arg("op") = 0, nb::arg("root") = 0,
-          nb::arg("stream") = 0, nb::arg("dtype_override") = -1, nb::arg("run") = true)
+          nb::arg("stream") = 0, nb::arg("dtype_override") = -1, nb::arg("run") = true,
+          nb::arg("in_counts").none() = nb::none(), nb::arg("out_counts").none() = nb::none())
+      // A batch of sends and receives issued as one: ops is a list of (is_send, tensor, peer,
+      // dtype_override). Validated here; runs now or returns a _Call like `call`.
+      .def(
+          "call_batch",
+          [](nb::handle self, nb::list ops, uintptr_t stream, bool run) -> nb::object {
+            PyComm& pc = nb::cast<PyComm&>(self);
+            pc.get();
+            Call call;
+            call.owner = nb::borrow(self);
+            call.pc = &pc;
+            call.coll = Collective::SendRecv;
+            call.stream = reinterpret_cast<Stream>(stream);
+            for (size_t i = 0; i < ops.size(); ++i) {
+              auto t = nb::cast<nb::tuple>(ops[i]);
+              if (t.size() != 4) throw_invalid("send_recv: op " + std::to_string(i) + " is not (is_send, tensor, peer, dtype)", pc.rank);
+              const bool is_send = nb::cast<bool>(t[0]);
+              const int peer = nb::cast<int>(t[2]);
+              const std::string what = "op " + std::to_string(i) + (is_send ? " (send) tensor" : " (recv) tensor");
+              if (peer < 0 || peer >= pc.world)
+                throw_invalid("send_recv: " + what + ": peer " + std::to_string(peer) + " is outside the group of " +
+                                  std::to_string(pc.world),
+                              pc.rank);
+              Buf b = get_buf(t[1], !is_send, what.c_str(), pc.rank, nb::cast<int>(t[3]));
+              pc.check_device(b, what.c_str());
+              call.ops.push_back({is_send ? P2POp::Kind::Send : P2POp::Kind::Recv, b.ptr, b.count, b.dtype, peer});
+              call.op_bufs.push_back(std::move(b));
+            }
+            if (run) {
+              call.run();
+              return nb::none();
+            }
+            return nb::cast(std::move(call));
+          },
+          nb::arg("ops"), nb::arg("stream") = 0, nb::arg("run") = true)
       // The hot path of the Python layer for torch tensors: an in-place all_reduce/broadcast of
       // a tensor given as (ptr, count, dtype, device type, device id), already checked for
       // contiguity and dtype there. No tuple, no DLPack import.

@@ -10,7 +10,10 @@
 
 namespace actorcc::cpu {
 
-void all_reduce_oneshot(ShmGroup& g, const CollArgs& a) {
+// Reduce (root_local >= 0) is the same rounds with only the root folding; the two-buffer
+// argument of shm_group.hpp holds since the root finishes its reads of round k before it
+// reaches round k+1's sync point. Same order, so reduce and all_reduce give the same bits.
+void all_reduce_oneshot(ShmGroup& g, const CollArgs& a, int root_local) {
   const size_t es = dtype_size(a.dtype);
   const size_t per_round = g.buffer_bytes() / es;
   const auto* send = static_cast<const uint8_t*>(a.send);
@@ -20,7 +23,8 @@ void all_reduce_oneshot(ShmGroup& g, const CollArgs& a) {
     const size_t c = std::min(per_round, a.count - off);
     const uint64_t round = g.next_round();
     std::memcpy(g.buffer(g.me(), round), send + off * es, c * es);
-    g.sync("all_reduce");
+    g.sync(root_local < 0 ? "all_reduce" : "reduce");
+    if (root_local >= 0 && g.me() != root_local) continue;
     for (int p = 0; p < g.size(); ++p) ins[p] = g.buffer(p, round);
     // recv may alias send: our input is already in the slot.
     reduce_n(recv + off * es, ins.data(), g.size(), c, a.dtype, a.op);

@@ -65,6 +65,11 @@ std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t
   return plan_for(g, coll, count, std::max<size_t>(1, elem_bytes), root).name;
 }
 
+bool hier_serves(Collective c) {
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
+         c == Collective::Broadcast || c == Collective::Barrier;
+}
+
 void hier_collective(HierGroup& g, const CollArgs& a) {
   ++g.calls;
   const int w = g.layout.world();
@@ -100,7 +105,7 @@ void hier_collective(HierGroup& g, const CollArgs& a) {
       if (send != recv + g.rank * a.count * es) std::memmove(recv + g.rank * a.count * es, send, a.count * es);
       run_plan(g, plan, recv, a.count, w, a.dtype, op);
       break;
-    case Collective::Barrier: break;
+    default: break;  // Barrier above; the rest are refused by hier_serves
   }
   if (reduces && a.op == RedOp::Avg) divide(recv, a.count, a.dtype, w);
 }

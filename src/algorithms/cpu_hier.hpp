@@ -34,6 +34,10 @@ struct HierGroup {
 // The route the planner picks for `coll` (for Communicator::plan and logs).
 std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root);
 
+// The collectives the hierarchical plans carry (all_reduce, reduce_scatter, all_gather,
+// broadcast, barrier); the point-to-point based ones and reduce are not ported to them yet.
+bool hier_serves(Collective c);
+
 void hier_collective(HierGroup& g, const CollArgs& a);
 
 }  // namespace actorcc::cpu

@@ -40,9 +40,12 @@ constexpr std::array<Alias, 22> kDtypeNames{{
 }};
 constexpr std::array<Alias, 6> kOpNames{{{"sum", 0}, {"prod", 1}, {"min", 2}, {"max", 3}, {"avg", 4}, {"mean", 4}}};
 constexpr std::array<Alias, 4> kBackendNames{{{"auto", 0}, {"cpu", 1}, {"cuda", 2}, {"gpu", 2}}};
-constexpr std::array<Alias, 9> kCollNames{{{"all_reduce", 0}, {"allreduce", 0}, {"reduce_scatter", 1},
-                                           {"reducescatter", 1}, {"all_gather", 2}, {"allgather", 2},
-                                           {"broadcast", 3}, {"bcast", 3}, {"barrier", 4}}};
+constexpr std::array<Alias, 20> kCollNames{{{"all_reduce", 0}, {"allreduce", 0}, {"reduce_scatter", 1},
+                                            {"reducescatter", 1}, {"all_gather", 2}, {"allgather", 2},
+                                            {"broadcast", 3}, {"bcast", 3}, {"barrier", 4},
+                                            {"send", 5}, {"recv", 6}, {"send_recv", 7}, {"sendrecv", 7},
+                                            {"all_to_all", 8}, {"alltoall", 8}, {"all_to_all_v", 9},
+                                            {"alltoallv", 9}, {"reduce", 10}, {"gather", 11}, {"scatter", 12}}};
 
 }  // namespace
 
@@ -76,9 +79,12 @@ std::string_view to_string(Backend b) noexcept {
   return i < 3 ? n[i] : "invalid";
 }
 std::string_view to_string(Collective c) noexcept {
-  static constexpr const char* n[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"};
+  static constexpr const char* n[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+                                      "send",       "recv",           "send_recv",  "all_to_all", "all_to_all_v",
+                                      "reduce",     "gather",         "scatter"};
+  static_assert(sizeof n / sizeof n[0] == kNumCollectives);
   auto i = static_cast<unsigned>(c);
-  return i < 5 ? n[i] : "invalid";
+  return i < kNumCollectives ? n[i] : "invalid";
 }
 
 DataType parse_dtype(std::string_view s) { return parse_with<DataType>(s, kDtypeNames, "dtype"); }

@@ -72,11 +72,19 @@ struct Communicator::Impl {
   void check_usable() const { abort->throw_if_raised(); }
 
   // Checked mode: every rank compares the call's signature with every other rank's.
+  // Point-to-point calls involve only their peers, so they are matched by the transfer
+  // itself (the receiver checks every message's count and dtype), never here; all_to_all_v's
+  // counts differ per rank by design and are matched the same way.
   void check_matching(const CollArgs& a) {
+    if (a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv) return;
     std::ostringstream sig;
-    sig << to_string(a.coll) << " count=" << a.count << " dtype=" << to_string(a.dtype);
-    if (a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter) sig << " op=" << to_string(a.op);
-    if (a.coll == Collective::Broadcast) sig << " root=" << a.root;
+    sig << to_string(a.coll) << " dtype=" << to_string(a.dtype);
+    if (a.coll != Collective::AllToAllV) sig << " count=" << a.count;
+    if (a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter || a.coll == Collective::Reduce)
+      sig << " op=" << to_string(a.op);
+    if (a.coll == Collective::Broadcast || a.coll == Collective::Reduce || a.coll == Collective::Gather ||
+        a.coll == Collective::Scatter)
+      sig << " root=" << a.root;
     auto all = bootstrap->allgather(sig.str(), Deadline::after(ctx.options.timeout));
     for (size_t r = 0; r < all.size(); ++r)
       if (all[r] != all[0])
@@ -219,6 +227,49 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
 }
 void Communicator::barrier(Stream stream) {
   impl_->run({Collective::Barrier, nullptr, nullptr, 0, DataType::Float32, RedOp::Sum, 0, stream});
+}
+
+void Communicator::send(const void* buf, size_t count, DataType dtype, int peer, Stream stream) {
+  CollArgs a{Collective::Send, buf, nullptr, count, dtype, RedOp::Sum, 0, stream};
+  a.peer = peer;
+  impl_->run(a);
+}
+void Communicator::recv(void* buf, size_t count, DataType dtype, int peer, Stream stream) {
+  CollArgs a{Collective::Recv, nullptr, buf, count, dtype, RedOp::Sum, 0, stream};
+  a.peer = peer;
+  impl_->run(a);
+}
+void Communicator::send_recv(const std::vector<P2POp>& ops, Stream stream) {
+  CollArgs a{Collective::SendRecv, nullptr, nullptr, 0, DataType::Float32, RedOp::Sum, 0, stream};
+  a.ops = ops.data();
+  a.num_ops = ops.size();
+  impl_->run(a);
+}
+void Communicator::all_to_all(const void* send, void* recv, size_t count, DataType dtype, Stream stream) {
+  impl_->run({Collective::AllToAll, send, recv, count, dtype, RedOp::Sum, 0, stream});
+}
+void Communicator::all_to_all_v(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                const std::vector<size_t>& recv_counts, DataType dtype, Stream stream) {
+  const auto w = static_cast<size_t>(world_size());
+  if (send_counts.size() != w || recv_counts.size() != w)
+    throw InvalidArgument("rank " + std::to_string(rank()) + ": all_to_all_v: send_counts has " +
+                              std::to_string(send_counts.size()) + " entries and recv_counts " +
+                              std::to_string(recv_counts.size()) + "; both need world_size = " + std::to_string(w),
+                          rank());
+  CollArgs a{Collective::AllToAllV, send, recv, 0, dtype, RedOp::Sum, 0, stream};
+  a.send_counts = send_counts.data();
+  a.recv_counts = recv_counts.data();
+  impl_->run(a);
+}
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                          Stream stream) {
+  impl_->run({Collective::Reduce, send, recv, count, dtype, op, root, stream});
+}
+void Communicator::gather(const void* send, void* recv, size_t send_count, DataType dtype, int root, Stream stream) {
+  impl_->run({Collective::Gather, send, recv, send_count, dtype, RedOp::Sum, root, stream});
+}
+void Communicator::scatter(const void* send, void* recv, size_t recv_count, DataType dtype, int root, Stream stream) {
+  impl_->run({Collective::Scatter, send, recv, recv_count, dtype, RedOp::Sum, root, stream});
 }
 
 void Communicator::register_buffer(void* ptr, size_t bytes) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "actorcc/communicator.hpp"  // P2POp
 #include "actorcc/options.hpp"
 #include "actorcc/peer_info.hpp"
 #include "actorcc/types.hpp"
@@ -24,6 +25,13 @@ struct CollArgs {
   RedOp op = RedOp::Sum;
   int root = 0;
   void* stream = nullptr;  // the caller's cudaStream_t (actorcc::Stream)
+  // Send / Recv: the other rank. SendRecv: the batch (ops[0..num_ops)).
+  int peer = -1;
+  const P2POp* ops = nullptr;
+  size_t num_ops = 0;
+  // AllToAllV: world entries each (count is unused).
+  const size_t* send_counts = nullptr;
+  const size_t* recv_counts = nullptr;
 };
 
 // What a backend is built from: the joined group, its topology and options.

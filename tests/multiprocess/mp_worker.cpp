@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -302,6 +303,28 @@ class Matrix {
     }
   }
 
+  // Point-to-point and the collectives built on it (and reduce): every dtype x count; roots,
+  // peers and all_to_all_v counts vary with the case number.
+  void run_p2p() {
+    const DataType dtypes[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Float64,
+                               DataType::Int8,    DataType::UInt8,   DataType::Int32,    DataType::Int64};
+    const RedOp ops[] = {RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg};
+    for (size_t count : a_.counts) {
+      for (DataType t : dtypes) {
+        ring_batch(t, count);
+        pairs(t, count);
+        all_to_all(t, count);
+        all_to_all_v(t, count);
+        gather(t, count, false);
+        gather(t, count, true);
+        scatter(t, count, false);
+        scatter(t, count, true);
+        for (RedOp op : ops) reduce(t, op, count);
+      }
+      c_.barrier();
+    }
+  }
+
  private:
   // Encoded values of one pattern of `m` positions (m <= kPeriod), plus per-position
   // tolerances where the result may differ from the exact value by one rounding.
@@ -444,6 +467,183 @@ class Matrix {
     check_guard(in_place ? send : recv, count * es, w);
   }
 
+  // The message rank `from` sends to rank `to` in case `case_` (tag: which of its messages):
+  // pattern of `from` shifted by the destination, so a block delivered to the wrong rank or
+  // place cannot match.
+  Table msg_table(int from, size_t m, DataType t) const { return input_table(from, m, t, RedOp::Sum); }
+  static size_t shift(int to, int tag) { return static_cast<size_t>(to) * 7919 + static_cast<size_t>(tag) * 104729; }
+
+  // One batch: a message to every other rank at distance k (a ring per k, all at once), two
+  // messages of different sizes to the right neighbour (order on one channel), and a copy to
+  // itself. Everything that would deadlock as separate blocking calls.
+  void ring_batch(DataType t, size_t count) {
+    ++case_;
+    const size_t es = dtype_size(t), m = std::min(std::max<size_t>(count, 1), kPeriod);
+    const std::string w = where("send_recv batch", t, RedOp::Sum, count, false);
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<P2POp> ops;
+    struct Want { size_t buf; int from; int tag; size_t n; };
+    std::vector<Want> wants;
+    const Table mine = msg_table(me_, m, t);
+    auto add_send = [&](int to, int tag, size_t n) {
+      bufs.emplace_back(n * es + kGuard, kPoison);
+      if (n) fill(bufs.back().data(), n, shift(to, tag), mine, es);
+      ops.push_back({P2POp::Kind::Send, bufs.back().data(), n, t, to});
+    };
+    auto add_recv = [&](int from, int tag, size_t n) {
+      bufs.emplace_back(n * es + kGuard, kPoison);
+      ops.push_back({P2POp::Kind::Recv, bufs.back().data(), n, t, from});
+      wants.push_back({bufs.size() - 1, from, tag, n});
+    };
+    bufs.reserve(4 * n_ + 8);  // ops hold pointers into bufs
+    // Receives first on odd ranks, sends first on even ones: the order within a batch must not matter.
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool sends = (pass == 0) == (me_ % 2 == 0);
+      for (int k = 1; k < n_; ++k) {
+        if (sends) add_send((me_ + k) % n_, k, count);
+        else add_recv((me_ - k + n_) % n_, k, count);
+      }
+      if (sends) add_send((me_ + 1) % n_, 100, count / 2 + 1);
+      else add_recv((me_ - 1 + n_) % n_, 100, count / 2 + 1);
+    }
+    add_send(me_, 200, count);
+    add_recv(me_, 200, count);
+    c_.send_recv(ops);
+    for (const Want& x : wants) {
+      const std::string ww = w + " (message " + std::to_string(x.tag) + " from rank " + std::to_string(x.from) + ")";
+      if (x.n) check(bufs[x.buf].data(), x.n, shift(me_, x.tag), msg_table(x.from, m, t), t, ww);
+      check_guard(bufs[x.buf], x.n * es, ww);
+    }
+  }
+
+  // Blocking send and recv between pairs (2i, 2i+1): there and back; an odd last rank waits.
+  void pairs(DataType t, size_t count) {
+    ++case_;
+    const size_t es = dtype_size(t), m = std::min(std::max<size_t>(count, 1), kPeriod);
+    const std::string w = where("send/recv", t, RedOp::Sum, count, false);
+    const int partner = me_ ^ 1;
+    if (partner >= n_) return;
+    std::vector<uint8_t> out(count * es + kGuard, kPoison), in(count * es + kGuard, kPoison);
+    if (count) fill(out.data(), count, shift(partner, 1), msg_table(me_, m, t), es);
+    for (int leg = 0; leg < 2; ++leg) {
+      const bool sender = (me_ % 2) == leg;
+      if (sender) c_.send(out.data(), count, t, partner);
+      else c_.recv(in.data(), count, t, partner);
+    }
+    if (count) check(in.data(), count, shift(me_, 1), msg_table(partner, m, t), t, w);
+    check_guard(in, count * es, w);
+  }
+
+  void all_to_all(DataType t, size_t count) {
+    ++case_;
+    const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(total, 1), kPeriod);
+    const std::string w = where("all_to_all", t, RedOp::Sum, count, false);
+    std::vector<uint8_t> send(total * es + kGuard, kPoison), recv(total * es + kGuard, kPoison);
+    if (total) fill(send.data(), total, 0, msg_table(me_, m, t), es);
+    c_.all_to_all(send.data(), recv.data(), count, t);
+    // Block r of the output is block `me` of rank r's input.
+    for (int r = 0; r < n_ && count; ++r)
+      check(recv.data() + r * count * es, count, me_ * count, msg_table(r, m, t), t,
+            w + " (block from rank " + std::to_string(r) + ")");
+    check_guard(recv, total * es, w);
+  }
+
+  // Rank `from` sends this many elements to rank `to` (0 for some pairs, up to 2 x count).
+  size_t v_count(int from, int to, size_t count) const {
+    const uint64_t h = mix(stream(from) ^ mix(static_cast<uint64_t>(to) + 77));
+    return h % 5 == 0 ? 0 : h % (2 * count + 2);
+  }
+
+  void all_to_all_v(DataType t, size_t count) {
+    ++case_;
+    const size_t es = dtype_size(t);
+    const std::string w = where("all_to_all_v", t, RedOp::Sum, count, false);
+    std::vector<size_t> sc(n_), rc(n_), in_total(n_, 0);
+    for (int r = 0; r < n_; ++r)
+      for (int k = 0; k < n_; ++k) in_total[r] += v_count(r, k, count);
+    for (int k = 0; k < n_; ++k) {
+      sc[k] = v_count(me_, k, count);
+      rc[k] = v_count(k, me_, count);
+    }
+    size_t out_total = 0;
+    for (size_t x : rc) out_total += x;
+    auto period = [&](int r) { return std::min(std::max<size_t>(in_total[r], 1), kPeriod); };
+    std::vector<uint8_t> send(in_total[me_] * es + kGuard, kPoison), recv(out_total * es + kGuard, kPoison);
+    if (in_total[me_]) fill(send.data(), in_total[me_], 0, msg_table(me_, period(me_), t), es);
+    c_.all_to_all_v(send.data(), sc, recv.data(), rc, t);
+    size_t at = 0;
+    for (int r = 0; r < n_; ++r) {
+      size_t from_off = 0;  // where rank r's block for us starts in rank r's input
+      for (int k = 0; k < me_; ++k) from_off += v_count(r, k, count);
+      if (rc[r])
+        check(recv.data() + at * es, rc[r], from_off, msg_table(r, period(r), t), t,
+              w + " (block from rank " + std::to_string(r) + ")");
+      at += rc[r];
+    }
+    check_guard(recv, out_total * es, w);
+  }
+
+  int root_of_case() const { return static_cast<int>(mix(case_ + seed_) % static_cast<uint64_t>(n_)); }
+
+  void gather(DataType t, size_t count, bool in_place) {
+    ++case_;
+    const int root = root_of_case();
+    const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(count, 1), kPeriod);
+    const std::string w = where("gather", t, RedOp::Sum, count, in_place) + " root=" + std::to_string(root);
+    std::vector<uint8_t> send(count * es + kGuard, kPoison), recv(total * es + kGuard, kPoison);
+    uint8_t* in = in_place && me_ == root ? recv.data() + me_ * count * es : send.data();
+    if (count) fill(in, count, 0, msg_table(me_, m, t), es);
+    // Non-roots pass no output in half the cases (it is unused there), a poisoned one otherwise.
+    void* out = me_ == root || case_ % 2 ? recv.data() : nullptr;
+    c_.gather(in, out, count, t, root);
+    if (me_ == root) {
+      for (int r = 0; r < n_ && count; ++r)
+        check(recv.data() + r * count * es, count, 0, msg_table(r, m, t), t,
+              w + " (block of rank " + std::to_string(r) + ")");
+      check_guard(recv, total * es, w);
+    } else {
+      check_guard(recv, 0, w + " (non-root output must stay untouched)");
+    }
+  }
+
+  void scatter(DataType t, size_t count, bool in_place) {
+    ++case_;
+    const int root = root_of_case();
+    const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(total, 1), kPeriod);
+    const std::string w = where("scatter", t, RedOp::Sum, count, in_place) + " root=" + std::to_string(root);
+    std::vector<uint8_t> send(total * es + kGuard, kPoison), recv(count * es + kGuard, kPoison);
+    if (me_ == root && total) fill(send.data(), total, 0, msg_table(root, m, t), es);
+    uint8_t* out = in_place && me_ == root ? send.data() + me_ * count * es : recv.data();
+    const void* in = me_ == root || case_ % 2 ? send.data() : nullptr;
+    c_.scatter(in, out, count, t, root);
+    if (count) check(out, count, me_ * count, msg_table(root, m, t), t, w);
+    if (me_ == root) check_guard(send, total * es, w);
+    if (!(in_place && me_ == root)) check_guard(recv, count * es, w);
+  }
+
+  void reduce(DataType t, RedOp op, size_t count) {
+    ++case_;
+    const int root = root_of_case();
+    const size_t es = dtype_size(t), m = std::min(std::max<size_t>(count, 1), kPeriod);
+    const bool in_place = case_ % 2 == 0;
+    const std::string w = where("reduce", t, op, count, in_place) + " root=" + std::to_string(root);
+    std::vector<uint8_t> send(count * es + kGuard, kPoison), recv(count * es + kGuard, kPoison);
+    if (count) fill(send.data(), count, 0, input_table(me_, m, t, op), es);
+    const std::vector<uint8_t> sent = send;
+    void* out = in_place ? static_cast<void*>(send.data()) : recv.data();
+    c_.reduce(send.data(), out, count, t, op, root);
+    if (me_ == root) {
+      if (!count) return;
+      const Table ref = reduced_table(m, t, op);
+      check(out, count, 0, ref, t, w);
+      check_guard(in_place ? send : recv, count * es, w);
+    } else {
+      // Non-roots: neither the input nor the (unused) output may change.
+      if (send != sent) throw Failure(w + ": a non-root's input changed");
+      check_guard(recv, 0, w + " (non-root output must stay untouched)");
+    }
+  }
+
   Communicator& c_;
   const Args& a_;
   uint64_t seed_;
@@ -492,7 +692,12 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
     }
   } catch (const RemoteError& e) {
     std::cerr << tag << " got RemoteError culprit=" << e.culprit() << ": " << e.what() << std::endl;
-    return e.culprit() == culprit ? 0 : 3;
+    if (e.culprit() == culprit) return 0;
+    // Across nodes the first rank whose TCP rail to the dead rank broke aborts the group, and
+    // its abort can reach the others before the root's news of the death: the error then comes
+    // from that rank, with the lost connection to the culprit as its cause.
+    const std::string lost = "connection with rank " + std::to_string(culprit) + " ";
+    return std::string(e.what()).find(lost) != std::string::npos ? 0 : 3;
   } catch (const TimeoutError& e) {
     // A stalled (not dead) peer: the first rank to time out names it; the others then get the
     // RemoteError above through the shared abort word, or time out themselves.
@@ -581,6 +786,92 @@ int fault_run(const Args& a) {
   }
 }
 
+// Point-to-point calls that disagree across ranks (--expect says how): every rank must fail
+// with an error (printed to stderr for the driver to check) within the timeout.
+//   count: rank 0 sends 100 float32 to rank 1, which receives 50
+//   dtype: rank 0 sends 100 float32 to rank 1, which receives 100 int32
+//   peer:  world 3, a cycle of waits: 0 sends to 1, 1 receives from 2, 2 receives from 0
+//   a2av:  all_to_all_v where rank 0 expects one element fewer from rank 2 than rank 2 sends
+int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
+  std::vector<float> f(100, 1.0f);
+  std::vector<int32_t> i32(100, 0);
+  const int me = c.rank(), n = c.world_size();
+  try {
+    if (a.expect == "count" || a.expect == "dtype") {
+      if (me == 0) c.send(f.data(), 100, DataType::Float32, 1);
+      else if (me == 1 && a.expect == "count") c.recv(f.data(), 50, DataType::Float32, 0);
+      else if (me == 1) c.recv(i32.data(), 100, DataType::Int32, 0);
+      else c.barrier();
+    } else if (a.expect == "peer") {
+      if (me == 0) c.send(f.data(), 100, DataType::Float32, 1);
+      else if (me == 1) c.recv(f.data(), 100, DataType::Float32, 2);
+      else c.recv(f.data(), 100, DataType::Float32, 0);
+    } else if (a.expect == "a2av") {
+      std::vector<size_t> sc(n, 3), rc(n, 3);
+      if (me == 2) sc[0] = 5;
+      if (me == 0) rc[2] = 4;
+      std::vector<float> in(3 * n + 2), out(3 * n + 2);
+      c.all_to_all_v(in.data(), sc, out.data(), rc, DataType::Float32);
+    }
+  } catch (const Error& e) {
+    std::cerr << tag << " failed as expected (" << to_string(e.code()) << "): " << e.what() << std::endl;
+    // The group is poisoned: a later call fails at once instead of hanging.
+    try {
+      c.barrier();
+    } catch (const Error& later) {
+      std::cerr << tag << " later call: " << later.what() << std::endl;
+      return 0;
+    }
+    std::cerr << tag << " a later call succeeded on a poisoned group" << std::endl;
+    return 3;
+  }
+  // A rank whose own transfers matched may finish; the group must still be poisoned for it.
+  try {
+    c.barrier();
+  } catch (const Error& later) {
+    std::cerr << tag << " completed its own matching transfers; later call: " << later.what() << std::endl;
+    return 0;
+  }
+  std::cerr << tag << " completed although the calls disagree, and the group still works" << std::endl;
+  return 3;
+}
+
+// Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
+// on every rank before anything moves, with an UnsupportedError that names the rank and says
+// why; plan() names none of them; the group then still works.
+int unsupported_across_nodes(Communicator& c, const std::string& tag) {
+  const int me = c.rank(), n = c.world_size();
+  std::vector<float> in(4 * n, 1.0f), out(4 * n, 0.0f);
+  std::vector<size_t> counts(n, 4);
+  const std::vector<std::pair<Collective, std::function<void()>>> calls = {
+      {Collective::Send, [&] { c.send(in.data(), 4, DataType::Float32, (me + 1) % n); }},
+      {Collective::Recv, [&] { c.recv(out.data(), 4, DataType::Float32, (me + n - 1) % n); }},
+      {Collective::SendRecv, [&] { c.send_recv({{P2POp::Kind::Send, in.data(), 4, DataType::Float32, (me + 1) % n}}); }},
+      {Collective::AllToAll, [&] { c.all_to_all(in.data(), out.data(), 4, DataType::Float32); }},
+      {Collective::AllToAllV, [&] { c.all_to_all_v(in.data(), counts, out.data(), counts, DataType::Float32); }},
+      {Collective::Reduce, [&] { c.reduce(in.data(), out.data(), 4, DataType::Float32, RedOp::Sum, 0); }},
+      {Collective::Gather, [&] { c.gather(in.data(), out.data(), 4, DataType::Float32, 0); }},
+      {Collective::Scatter, [&] { c.scatter(in.data(), out.data(), 4, DataType::Float32, 0); }},
+  };
+  for (const auto& [coll, call] : calls) {
+    const std::string name(to_string(coll));
+    if (c.plan(coll, 16) != "none") throw Failure(tag + ": plan(" + name + ") is " + c.plan(coll, 16));
+    try {
+      call();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::Unsupported || what.find(tag + ": " + name) == std::string::npos ||
+          what.find("span nodes") == std::string::npos)
+        throw Failure(tag + ": " + name + " failed with the wrong error: " + what);
+      continue;
+    }
+    throw Failure(tag + ": " + name + " ran on a group spanning nodes");
+  }
+  small_all_reduce_check(c);
+  std::cerr << tag << " refused all " << calls.size() << " calls; the group still works" << std::endl;
+  return 0;
+}
+
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
@@ -611,6 +902,18 @@ int run(const Args& a) {
               << std::endl;
     return 0;
   }
+  if (a.mode == "p2p") {
+    const uint64_t seed = agree_seed(c, a.seed);
+    const auto t0 = std::chrono::steady_clock::now();
+    Matrix(c, a, seed).run_p2p();
+    small_all_reduce_check(c);  // the slots and channels do not disturb each other
+    std::cerr << tag << " p2p matrix passed in "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s (seed " << seed << ")"
+              << std::endl;
+    return 0;
+  }
+  if (a.mode == "p2p_mismatch") return p2p_mismatch(c, a, tag);
+  if (a.mode == "unsupported_across_nodes") return unsupported_across_nodes(c, tag);
   if (a.mode == "bench") {  // latency/bandwidth probe, not a test: prints one line per size
     for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
       std::vector<float> v(bytes / 4, 1.0f);

@@ -61,6 +61,73 @@ TEST_P(Algo, OddCountsWithATinyWorkspace) {
 
 INSTANTIATE_TEST_SUITE_P(CpuAllReduce, Algo, ::testing::Values("oneshot", "twoshot"));
 
+// ---------------------------------------------------------------------------------------
+// Point-to-point, all_to_all(_v), gather, scatter, reduce: every dtype, odd counts.
+
+class P2P : public ::testing::TestWithParam<int> {};
+
+TEST_P(P2P, EveryCallDtypeCount) {
+  const int world = GetParam();
+  const std::string id = new_id();
+  Procs p;
+  // 100003 elements span several channel chunks for every dtype at world 2 and 3.
+  const std::string counts = world >= 8 ? "0,1,7,4097,30011" : "0,1,7,4097,100003";
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "p2p", {"--counts", counts, "--timeout-ms", "60000"}));
+  ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
+  expect_all_exit_zero(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, P2P, ::testing::Values(2, 3, 4, 8),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+// A tiny workspace makes 16 KiB chunks: every message but the smallest spans many chunks and
+// both buffers of each channel alternate.
+TEST(P2PChunks, TinyWorkspaceManyChunks) {
+  const int world = 3;
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "p2p", {"--counts", "0,7,4097,70001", "--timeout-ms", "60000"}),
+            {"ACTORCC_WORKSPACE_BYTES=65536"});
+  ASSERT_TRUE(p.wait_all(180s)) << p.report();
+  expect_all_exit_zero(p);
+}
+
+// Disagreeing point-to-point calls: every rank fails within the timeout (never hangs), and
+// the error says what disagreed and names the ranks.
+struct MismatchCase {
+  const char* expect;
+  int world;
+  int receiver;               // the rank that detects it
+  std::vector<std::string> needles;  // in the receiver's error
+};
+
+class P2PMismatch : public ::testing::TestWithParam<MismatchCase> {};
+
+TEST_P(P2PMismatch, EveryRankFailsNamingTheRanks) {
+  const MismatchCase& mc = GetParam();
+  const std::string id = new_id();
+  Procs p;
+  const auto t0 = Clock::now();
+  for (int r = 0; r < mc.world; ++r)
+    p.spawn(worker_args(id, r, mc.world, "p2p_mismatch", {"--expect", mc.expect, "--timeout-ms", "3000"}));
+  ASSERT_TRUE(p.wait_all(60s)) << p.report();
+  EXPECT_LT(Clock::now() - t0, 30s) << p.report();
+  expect_all_exit_zero(p);
+  const std::string err = p[mc.receiver].err();
+  for (const auto& n : mc.needles) EXPECT_NE(err.find(n), std::string::npos) << "missing '" << n << "'\n" << p.report();
+  std::cout << p.report();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, P2PMismatch,
+    ::testing::Values(MismatchCase{"count", 2, 1, {"mismatched", "rank 1 expects 50 float32", "rank 0 sent 100 float32"}},
+                      MismatchCase{"dtype", 2, 1, {"mismatched", "100 int32", "rank 0 sent 100 float32"}},
+                      MismatchCase{"peer", 3, 1, {"timed out", "waiting for rank(s)"}},
+                      MismatchCase{"a2av", 3, 0, {"mismatched", "from rank 2", "rank 0 expects 4", "rank 2 sent 5"}}),
+    [](const auto& info) { return std::string(info.param.expect); });
+
 // Ranks on different hosts (virtual nodes, ACTORCC_NODE_ID): the CPU backend runs the
 // hierarchical plans (shm in a node, TCP rails between), the whole matrix, with odd counts
 // and a small workspace so chunks split blocks unevenly. Layouts: 2 x 2 placed alternately
@@ -81,6 +148,20 @@ TEST_P(VirtualNodes, EveryCollectiveDtypeOpCount) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, VirtualNodes, ::testing::Values("abab", "abc", "aab"),
                          [](const auto& info) { return info.param; });
+
+// The calls the hierarchical plans do not carry yet (point-to-point and what is built on it,
+// reduce): refused on every rank with a clear error, and the group stays usable.
+TEST(VirtualNodes, PointToPointCallsAreRefusedClearly) {
+  const std::string nodes = "aab";
+  const int world = static_cast<int>(nodes.size());
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "unsupported_across_nodes", {"--timeout-ms", "20000"}),
+            {std::string("ACTORCC_NODE_ID=") + nodes[r]});
+  ASSERT_TRUE(p.wait_all(120s)) << p.report();
+  expect_all_exit_zero(p);
+}
 
 // ---------------------------------------------------------------------------------------
 // Failures.

@@ -72,3 +72,20 @@ class Worker:
         out["reduce"] = r.tolist()
         col.barrier(group_name=group_name)
         return out
+
+    def col_p2p(self, group_name, n=1001):
+        """ray.util.collective send/recv around a ring (even ranks send first, odd ranks
+        receive first, so the blocking calls pair up), then twice more with n_elements."""
+        import ray.util.collective as col
+        rank = col.get_rank(group_name)
+        world = col.get_collective_group_size(group_name)
+        right, left = (rank + 1) % world, (rank - 1) % world
+        mine = np.random.default_rng([7, rank]).integers(-100, 100, n).astype(np.float32)
+        got = np.full(n, np.nan, np.float32)
+        for leg in range(2):
+            if rank % 2 == leg:
+                col.send(mine, right, group_name=group_name)
+            else:
+                col.recv(got, left, group_name=group_name)
+        want = np.random.default_rng([7, left]).integers(-100, 100, n).astype(np.float32)
+        return bool(np.array_equal(got, want)), got[:4].tolist(), want[:4].tolist()

@@ -166,6 +166,15 @@ def test_ray_collective_backend(ray_session):
         ray.kill(a)
 
 
+def test_ray_collective_send_recv(ray_session):
+    actors = [ray_session.remote() for _ in range(4)]
+    actorcc.ray.create_collective_group(actors, group_name="p2p", timeout=30, join_timeout=60, backend="cpu")
+    for ok, got, want in ray.get([a.col_p2p.remote("p2p") for a in actors]):
+        assert ok, (got, want)
+    for a in actors:
+        ray.kill(a)
+
+
 def _check_col(outs):
     world = len(outs)
     for r, o in enumerate(outs):

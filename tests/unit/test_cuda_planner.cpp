@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "actorcc/error.hpp"
 #include "algorithms/cuda/planner.hpp"
 
 using namespace actorcc;
@@ -120,7 +123,8 @@ TEST(CudaPlanner, ForcedNamesAndAliasesOverrideOnlyTheAllReduce) {
 
 TEST(CudaPlanner, EveryPickedRouteCanRunTheCall) {
   const Collective colls[] = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                              Collective::Broadcast, Collective::Barrier};
+                              Collective::Broadcast, Collective::Barrier,  Collective::Reduce,
+                              Collective::AllToAll,  Collective::Gather,   Collective::Scatter};
   std::vector<std::optional<Route>> forced = {std::nullopt};
   for (const char* name : {"oneshot", "oneshot_push", "oneshot_ll128", "twoshot", "twoshot_pipe", "twoshot_ll128"}) {
     bool known = false;
@@ -147,7 +151,34 @@ TEST(CudaPlanner, EveryPickedRouteCanRunTheCall) {
                                                  << esz << " bytes " << a.bytes << " addr " << addr;
                 ++checked;
               }
-  EXPECT_EQ(checked, 5u * 8 * 4 * 6 * 7 * 2 * 7);
+  EXPECT_EQ(checked, 9u * 8 * 4 * 6 * 7 * 2 * 7);
+}
+
+// The collectives added with point-to-point: the byte-push routes (one per collective, each its
+// own row and file), a copy on one rank; send, recv, batches and all_to_all_v have no route.
+TEST(CudaPlanner, RootedAndExchangeCollectivesTakeTheirPushRoutes) {
+  const std::pair<Collective, Route> want[] = {{Collective::Reduce, Route::ReducePush},
+                                               {Collective::AllToAll, Route::AllToAllPush},
+                                               {Collective::Gather, Route::GatherPush},
+                                               {Collective::Scatter, Route::ScatterPush}};
+  for (const auto& [c, r] : want) {
+    EXPECT_TRUE(cuda::has_route(c)) << to_string(c);
+    EXPECT_EQ(cuda::route_name(r), std::string(to_string(c)) + "_push");
+    for (int w = 2; w <= 8; ++w)
+      for (size_t bytes : {size_t(1), 4 * KiB + 3, 64 * MiB}) EXPECT_EQ(pick(c, bytes, false, w), r) << to_string(c);
+    EXPECT_EQ(pick(c, 4 * KiB, false, 1), Route::Copy);
+    // An ACTORCC_ALGO for the all-reduce never moves them.
+    bool known = false;
+    EXPECT_EQ(pick(c, 4 * KiB, false, 4, {}, cuda::forced_route("oneshot", known)), r);
+    for (Collective other : {Collective::AllReduce, Collective::Broadcast}) {
+      cuda::RouteArgs a = cuda::plan_args(other, 4 * KiB, false, 4);
+      EXPECT_FALSE(cuda::can_run(r, a)) << cuda::route_name(r) << " ran " << to_string(other);
+    }
+  }
+  for (Collective c : {Collective::Send, Collective::Recv, Collective::SendRecv, Collective::AllToAllV}) {
+    EXPECT_FALSE(cuda::has_route(c)) << to_string(c);
+    EXPECT_THROW(pick(c, 4 * KiB, false, 2), UnsupportedError) << to_string(c);
+  }
 }
 
 // Before the route table these choices were made inside oneshot_ll128.cu and twoshot_ll128.cu,

@@ -4,7 +4,7 @@
 namespace actorcc::cuda {
 
 cudaError_t copy(const DeviceComm&, const Tuning&, const CallArgs& a) {
-  if (!a.send || a.send == a.recv || a.count == 0) return cudaSuccess;
+  if (!a.send || !a.recv || a.send == a.recv || a.count == 0) return cudaSuccess;
   return cudaMemcpyAsync(a.recv, a.send, a.count * dtype_bytes(a.dtype), cudaMemcpyDeviceToDevice, a.stream);
 }
 

@@ -60,6 +60,15 @@ using Launch = cudaError_t (*)(const DeviceComm& c, const Tuning& t, const CallA
 ACTORCC_CUDA_ROUTES(ACTORCC_ROUTE_LAUNCH_DECL)
 #undef ACTORCC_ROUTE_LAUNCH_DECL
 
+// Shared by the one-shot push all-reduce (root -1) and reduce_push (root = a.root), in
+// oneshot_push.cu: with a root only the root receives the peers' copies and folds them.
+cudaError_t launch_push_reduce(const DeviceComm& c, const Tuning& t, const CallArgs& a, int root);
+
+// Shared by all_to_all_push, gather_push and scatter_push (the kernel is in all_to_all_push.cu):
+// byte pushes of per-peer blocks, in one of three shapes.
+enum class ExchangeShape : int { AllToAll = 0, Gather = 1, Scatter = 2 };
+cudaError_t launch_exchange(const DeviceComm& c, const Tuning& t, const CallArgs& a, ExchangeShape shape);
+
 // Shared by the two-shot all-reduce and reduce_scatter_push (twoshot.cu): reduce-scatter by
 // pushing each segment to its owner, then (gather) all-gather by pushing the owner's result.
 // Segment s = elements [s*seg, min(count, (s+1)*seg)); the owner's result goes to

@@ -1,7 +1,10 @@
 #include "algorithms/cuda/planner.hpp"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+
+#include "actorcc/error.hpp"
 
 namespace actorcc::cuda {
 
@@ -63,6 +66,12 @@ bool can_run(Route r, const RouteArgs& a) {
   return ri.condition(a);
 }
 
+bool has_route(Collective c) {
+  for (const RouteInfo& ri : kRoutes)
+    if (ri.coll == c) return true;
+  return false;
+}
+
 std::optional<Route> forced_route(const std::string& a, bool& known) {
   known = true;
   if (a.empty() || a == "auto") return std::nullopt;
@@ -94,6 +103,15 @@ Route pick_route(const RouteArgs& a, const Tuning& t, std::optional<Route> force
     }
     case Collective::Broadcast: return Route::BroadcastPush;
     case Collective::Barrier: return Route::BarrierFlags;
+    case Collective::Reduce: return Route::ReducePush;
+    case Collective::AllToAll: return Route::AllToAllPush;
+    case Collective::Gather: return Route::GatherPush;
+    case Collective::Scatter: return Route::ScatterPush;
+    case Collective::Send:
+    case Collective::Recv:
+    case Collective::SendRecv:
+    case Collective::AllToAllV:
+      throw UnsupportedError(std::string(to_string(a.coll)) + " has no CUDA route (the NCCL path and the CPU backend carry it)");
     case Collective::AllReduce: break;
   }
   const Route r = forced ? *forced : plan_all_reduce(a.bytes, a.registered, a.world, t);

@@ -26,7 +26,11 @@
   X(AllGatherLL128, allgather_ll128, Collective::AllGather, ll128_chunks)       \
   X(AllGatherPush, allgather_push, Collective::AllGather, any_buffer)           \
   X(BroadcastPush, broadcast_push, Collective::Broadcast, any_buffer)           \
-  X(BarrierFlags, barrier_flags, Collective::Barrier, any_buffer)
+  X(BarrierFlags, barrier_flags, Collective::Barrier, any_buffer)               \
+  X(ReducePush, reduce_push, Collective::Reduce, any_buffer)                    \
+  X(AllToAllPush, all_to_all_push, Collective::AllToAll, any_buffer)            \
+  X(GatherPush, gather_push, Collective::Gather, any_buffer)                    \
+  X(ScatterPush, scatter_push, Collective::Scatter, any_buffer)
 
 namespace actorcc::cuda {
 
@@ -58,5 +62,9 @@ const RouteInfo& route_info(Route r);
 // Whether route r may run the call: it serves the collective, the group's size fits (copy: one
 // rank, every other route: more), and its condition on the buffers holds.
 bool can_run(Route r, const RouteArgs& a);
+// Whether some route of more than one rank serves collective c. Send, recv, their batches and
+// all_to_all_v have none: they need per-pair progress, which the workspace's group-wide step
+// counters do not give, so the CUDA backend refuses them (NCCL and the CPU backend carry them).
+bool has_route(Collective c);
 
 }  // namespace actorcc::cuda

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "algorithms/cpu_algorithms.hpp"
+#include "algorithms/p2p_plan.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "transport/shm/shm_group.hpp"
@@ -24,6 +25,9 @@ class CpuBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cpu; }
 
   void run(const CollArgs& a) override {
+    // Point-to-point based calls run even with nothing to move: the empty message still lets
+    // the receiver check that the sender agreed on the size.
+    if (is_p2p_based(a.coll)) return cpu::send_recv(*group_, a);
     switch (a.coll) {
       case Collective::Barrier:
         group_->sync("barrier");
@@ -42,17 +46,24 @@ class CpuBackend final : public BackendImpl {
       case Collective::Broadcast:
         if (a.count != 0) cpu::broadcast(*group_, a, local_of(a.root));
         return;
+      case Collective::Reduce:
+        if (a.count != 0) cpu::all_reduce_oneshot(*group_, a, local_of(a.root));
+        return;
+      default: break;  // the point-to-point based calls, above
     }
     throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);
   }
 
   std::string plan(Collective c, size_t bytes, bool) const override {
+    if (is_p2p_based(c)) return "shm_send_recv";
     switch (c) {
       case Collective::AllReduce: return oneshot(bytes) ? "shm_oneshot" : "shm_twoshot";
       case Collective::ReduceScatter: return "shm_reduce_scatter";
       case Collective::AllGather: return "shm_all_gather";
       case Collective::Broadcast: return "shm_broadcast";
       case Collective::Barrier: return "shm_barrier";
+      case Collective::Reduce: return "shm_reduce";
+      default: break;
     }
     return "unknown";
   }

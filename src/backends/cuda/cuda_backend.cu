@@ -165,16 +165,24 @@ class CudaBackend final : public BackendImpl {
   int device() const override { return device_; }
 
   std::string plan(Collective c, size_t bytes, bool registered_output) const override {
+    if (!cuda::has_route(c)) return "none";  // refused by run()
     return cuda::route_name(cuda::pick_route(cuda::plan_args(c, bytes, registered_output, ctx_.world), agreed_.tune, forced_));
   }
 
   void run(const CollArgs& a) override {
     check_device_errors();
+    if (!cuda::has_route(a.coll))
+      throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) +
+                                 " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
+                                 "groups that NCCL carries have it)",
+                             ctx_.rank);
     if (a.coll != Collective::Barrier && a.count == 0) return;
     DeviceGuard guard(device_);
+    // Buffers a call does not use on this rank may be null: gather's and reduce's output and
+    // scatter's input off the root.
     if (a.coll != Collective::Barrier) {
       if (a.send) check_buffer(a.send, "send", a);
-      check_buffer(a.recv, "recv", a);
+      if (a.recv) check_buffer(a.recv, "recv", a);
     }
     auto stream = static_cast<cudaStream_t>(a.stream);
     CallArgs ca;
@@ -187,11 +195,13 @@ class CudaBackend final : public BackendImpl {
     ca.coll = static_cast<int>(a.coll);
     ca.stream = stream;
     // What the routes' conditions look at; `bytes` as plan() takes it (reduce_scatter /
-    // all_gather: the full buffer, world x count elements).
+    // all_gather, all_to_all, gather, scatter: the full buffer, world x count elements).
     cuda::RouteArgs ra;
     ra.coll = a.coll;
     ra.esz = dtype_size(a.dtype);
-    ra.bytes = a.count * ra.esz * (a.coll == Collective::ReduceScatter || a.coll == Collective::AllGather ? ctx_.world : 1);
+    const bool per_rank = a.coll == Collective::ReduceScatter || a.coll == Collective::AllGather ||
+                          a.coll == Collective::AllToAll || a.coll == Collective::Gather || a.coll == Collective::Scatter;
+    ra.bytes = a.count * ra.esz * (per_rank ? ctx_.world : 1);
     ra.world = ctx_.world;
     ra.addr = reinterpret_cast<uintptr_t>(a.send) | reinterpret_cast<uintptr_t>(a.recv);
     const ipc::RegisteredBuffers::Entry* reg = nullptr;

@@ -36,6 +36,10 @@ class CpuHierBackend final : public BackendImpl {
 
   Backend kind() const override { return Backend::Cpu; }
   void run(const CollArgs& a) override {
+    if (!cpu::hier_serves(a.coll))
+      throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) +
+                                 " is not available yet for CPU groups that span nodes (ranks on one host have it)",
+                             ctx_.rank);
     try {
       cpu::hier_collective(g_, a);
     } catch (const Error& e) {
@@ -46,7 +50,9 @@ class CpuHierBackend final : public BackendImpl {
       throw;
     }
   }
-  std::string plan(Collective c, size_t bytes, bool) const override { return cpu::hier_route(g_, c, bytes, 1, 0); }
+  std::string plan(Collective c, size_t bytes, bool) const override {
+    return cpu::hier_serves(c) ? cpu::hier_route(g_, c, bytes, 1, 0) : "none";
+  }
 
  private:
   GroupContext& ctx_;

@@ -6,7 +6,9 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
+#include "algorithms/p2p_plan.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
 #include "common/log.hpp"
@@ -86,7 +88,20 @@ class NcclBackend final : public BackendImpl {
       state_->comm->run(Collective::AllReduce, scratch_, scratch_, 1, DataType::Int32, RedOp::Sum, 0, a.stream);
       return;
     }
+    if (is_p2p_based(a.coll)) {
+      // Sends and receives in one NCCL group. NCCL does not compare a send's size with the
+      // matching recv's: on this path a disagreement is the caller's to avoid.
+      std::vector<nccl::NcclComm::Transfer> xs;
+      for (const P2POp& op : p2p_transfers(a, ctx_.rank, ctx_.world))
+        xs.push_back({op.kind == P2POp::Kind::Send, op.buf, op.count, op.dtype, op.peer});
+      state_->comm->transfers(xs, a.stream);
+      return;
+    }
     if (a.count == 0) return;
+    if (a.coll == Collective::Reduce) {
+      state_->comm->reduce(a.send, a.recv, a.count, a.dtype, a.op, a.root, a.stream);
+      return;
+    }
     state_->comm->run(a.coll, a.send, a.recv, a.count, a.dtype, a.op, a.root, a.stream);
   }
 

@@ -41,6 +41,11 @@ struct NcclLib::Fns {
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
+  decltype(&ncclReduce) reduce = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
 #ifdef NCCL_WIN_COLL_SYMMETRIC
   // optional (NCCL >= 2.27): symmetric-memory windows
   decltype(&ncclMemAlloc) mem_alloc = nullptr;
@@ -116,6 +121,11 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   resolve(h, "ncclReduceScatter", f.reduce_scatter, true);
   resolve(h, "ncclAllGather", f.all_gather, true);
   resolve(h, "ncclBroadcast", f.broadcast, true);
+  resolve(h, "ncclReduce", f.reduce, true);
+  resolve(h, "ncclSend", f.send, true);
+  resolve(h, "ncclRecv", f.recv, true);
+  resolve(h, "ncclGroupStart", f.group_start, true);
+  resolve(h, "ncclGroupEnd", f.group_end, true);
 #ifdef NCCL_WIN_COLL_SYMMETRIC
   resolve(h, "ncclMemAlloc", f.mem_alloc, false);
   resolve(h, "ncclMemFree", f.mem_free, false);
@@ -249,6 +259,30 @@ void NcclComm::run(Collective c, const void* send, void* recv, size_t count, Dat
   }
 }
 
+void NcclComm::transfers(const std::vector<Transfer>& xs, void* stream) const {
+  const auto& f = lib_.fns();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  auto s = static_cast<cudaStream_t>(stream);
+  nck(f, f.group_start(), "ncclGroupStart", comm);
+  try {
+    for (const Transfer& x : xs) {
+      if (x.send) nck(f, f.send(x.buf, x.count, to_nccl(x.dtype), x.peer, comm, s), "ncclSend", comm);
+      else nck(f, f.recv(x.buf, x.count, to_nccl(x.dtype), x.peer, comm, s), "ncclRecv", comm);
+    }
+  } catch (...) {
+    f.group_end();  // close the group whatever failed inside it
+    throw;
+  }
+  nck(f, f.group_end(), "ncclGroupEnd", comm);
+}
+
+void NcclComm::reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void* stream) const {
+  const auto& f = lib_.fns();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  nck(f, f.reduce(send, recv, count, to_nccl(t), to_nccl(op), root, comm, static_cast<cudaStream_t>(stream)),
+      "ncclReduce", comm);
+}
+
 #ifdef NCCL_WIN_COLL_SYMMETRIC
 namespace {
 void need_windows(const NcclLib::Fns& f) {
@@ -305,6 +339,8 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int, const
 NcclComm::~NcclComm() {}
 void NcclComm::abort() {}
 void NcclComm::run(Collective, const void*, void*, size_t, DataType, RedOp, int, void*) const {}
+void NcclComm::transfers(const std::vector<Transfer>&, void*) const {}
+void NcclComm::reduce(const void*, void*, size_t, DataType, RedOp, int, void*) const {}
 void* NcclLib::mem_alloc(size_t) const { return nullptr; }
 void NcclLib::mem_free(void*) const {}
 void* NcclComm::window_register(void*, size_t) const { return nullptr; }

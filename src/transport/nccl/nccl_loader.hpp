@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actorcc/error.hpp"
 #include "actorcc/types.hpp"
@@ -79,6 +80,19 @@ class NcclComm {
   // Enqueues one collective with actorcc's argument conventions (counts as in actorcc).
   void run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
            void* stream) const;
+
+  // Sends and receives (counts in elements, peers as NCCL ranks) issued between
+  // ncclGroupStart and ncclGroupEnd, so any pattern of them completes, as NCCL's grouped
+  // point-to-point does; a transfer to this rank itself is a send and a recv to itself.
+  struct Transfer {
+    bool send;
+    void* buf;
+    size_t count;
+    DataType dtype;
+    int peer;
+  };
+  void transfers(const std::vector<Transfer>& xs, void* stream) const;
+  void reduce(const void* send, void* recv, size_t count, DataType t, RedOp op, int root, void* stream) const;
 
   // ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC on ncclMemAlloc memory (collective
   // over the communicator).

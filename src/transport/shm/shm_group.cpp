@@ -11,6 +11,7 @@
 #include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
 #include "transport/shm/futex.hpp"
+#include "transport/shm/shm_p2p.hpp"
 
 namespace actorcc {
 
@@ -30,12 +31,14 @@ struct alignas(64) ShmGroup::Flag {
   std::atomic<uint32_t> step;      // sync points passed (epoch counter, wraps harmlessly)
   std::atomic<uint32_t> sleepers;  // ranks in FUTEX_WAIT on `step`
   std::atomic<uint32_t> left;      // 1 once the rank closed its communicator (clean leave)
+  std::atomic<uint32_t> bell;      // doorbell of point-to-point transfers (ShmGroup::ring)
+  std::atomic<uint32_t> bell_sleepers;
 };
 
 namespace {
 
 constexpr uint64_t kMagic = 0x6d68732d63637261ull;  // "arcc-shm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: point-to-point channels
 constexpr size_t kPage = 4096;
 constexpr size_t kDefaultWorkspace = size_t{4} << 20;  // per rank: two 2 MiB buffers
 constexpr size_t kMinBuffer = size_t{32} << 10;
@@ -45,7 +48,7 @@ constexpr std::chrono::microseconds kSleepSlice{10000};  // futex sleeps re-chec
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 struct Layout {
-  size_t flags_off, slots_off, slot_bytes, total;
+  size_t flags_off, slots_off, slot_bytes, channels_off, chunk_bytes, channel_bytes, total;
 };
 Layout layout_for(int n, size_t buffer_bytes) {
   static_assert(sizeof(ShmGroup::Header) <= kPage);
@@ -53,7 +56,10 @@ Layout layout_for(int n, size_t buffer_bytes) {
   l.flags_off = kPage;
   l.slots_off = l.flags_off + round_up(static_cast<size_t>(n) * sizeof(ShmGroup::Flag), kPage);
   l.slot_bytes = 2 * buffer_bytes;
-  l.total = l.slots_off + static_cast<size_t>(n) * l.slot_bytes;
+  l.channels_off = l.slots_off + static_cast<size_t>(n) * l.slot_bytes;
+  l.chunk_bytes = shm_p2p_chunk_bytes(buffer_bytes, n);
+  l.channel_bytes = shm_channel_bytes(l.chunk_bytes);
+  l.total = l.channels_off + static_cast<size_t>(n) * static_cast<size_t>(n) * l.channel_bytes;
   return l;
 }
 
@@ -79,7 +85,10 @@ void publish_abort(void* base, int n, int culprit, const std::string& reason) no
   h->abort_word.store(static_cast<uint32_t>(culprit + 2), std::memory_order_seq_cst);
   futex::wake_all(&h->abort_word);
   auto* flags = reinterpret_cast<ShmGroup::Flag*>(static_cast<uint8_t*>(base) + layout_for(n, 0).flags_off);
-  for (int p = 0; p < n; ++p) futex::wake_all(&flags[p].step);
+  for (int p = 0; p < n; ++p) {
+    futex::wake_all(&flags[p].step);
+    futex::wake_all(&flags[p].bell);
+  }
 }
 
 }  // namespace
@@ -121,6 +130,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
       h->total_bytes = l.total;
       for (int p = 0; p < n; ++p)
         new (static_cast<uint8_t*>(seg.data()) + l.flags_off + p * sizeof(Flag)) Flag{};
+      for (int p = 0; p < n * n; ++p) shm_init_channel(static_cast<uint8_t*>(seg.data()) + l.channels_off + p * l.channel_bytes);
       // "-" stands for the planner's choice, so the blob always has three fields.
       const std::string algo = ctx.options.algo.empty() ? "-" : ctx.options.algo;
       blob = name + " " + std::to_string(buffer) + " " + algo;
@@ -193,6 +203,9 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
   header_ = reinterpret_cast<Header*>(base);
   flags_ = reinterpret_cast<Flag*>(base + l.flags_off);
   slots_ = base + l.slots_off;
+  channels_ = base + l.channels_off;
+  chunk_bytes_ = l.chunk_bytes;
+  channel_bytes_ = l.channel_bytes;
 
   // When this rank learns that the group is broken (bootstrap: a peer died or aborted; or a
   // local timeout), tell the local peers through the segment at once. The listener may run
@@ -229,6 +242,28 @@ void ShmGroup::check_abort() {
   }
 }
 
+// Spins briefly, then sleeps on `word` in slices, until done(value); false at the deadline.
+// Sleepers announce themselves on `sleepers`, so wakers skip the syscall when nobody sleeps.
+template <typename Done>
+bool ShmGroup::wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Deadline dl, Done done) {
+  int spins = 0;
+  while (!done(word.load(std::memory_order_acquire))) {
+    if (spins < kSpins) {
+      ++spins;
+      if ((spins & 31) == 0) check_abort();
+      futex::cpu_relax();
+      continue;
+    }
+    check_abort();
+    if (dl.expired()) return false;
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t v = word.load(std::memory_order_seq_cst);
+    if (!done(v)) futex::wait(&word, v, kSleepSlice);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  return true;
+}
+
 void ShmGroup::sync(const char* what) {
   const uint32_t target = ++step_;
   Flag& mine = flags_[me_];
@@ -237,33 +272,51 @@ void ShmGroup::sync(const char* what) {
   if (n_ == 1) return;
 
   const Deadline dl = Deadline::after(ctx_.options.timeout);
-  int spins = 0;
   for (int p = 0; p < n_; ++p) {
     if (p == me_) continue;
     Flag& f = flags_[p];
-    while (!reached(f.step.load(std::memory_order_acquire), target)) {
-      if (f.left.load(std::memory_order_acquire) && !reached(f.step.load(std::memory_order_acquire), target)) {
-        const int who = ctx_.local_ranks[p];
-        ctx_.abort->raise(who, ErrorCode::Remote,
-                          "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +
-                              std::to_string(ctx_.rank) + ")");
-        ctx_.abort->rethrow();
-      }
-      if (spins < kSpins) {
-        ++spins;
-        if ((spins & 31) == 0) check_abort();
-        futex::cpu_relax();
-        continue;
-      }
+    bool left = false;  // the peer closed its communicator before reaching this step
+    auto done = [&](uint32_t v) {
+      if (reached(v, target)) return true;
+      left = f.left.load(std::memory_order_acquire) != 0;
+      return left;
+    };
+    if (!wait_on(f.step, f.sleepers, dl, done)) throw_timeout(what, target);
+    if (left && !reached(f.step.load(std::memory_order_acquire), target)) {
+      // A peer that failed raised the abort word before it closed: that names the cause.
       check_abort();
-      if (dl.expired()) throw_timeout(what, target);
-      f.sleepers.fetch_add(1, std::memory_order_seq_cst);
-      const uint32_t v = f.step.load(std::memory_order_seq_cst);
-      if (!reached(v, target)) futex::wait(&f.step, v, kSleepSlice);
-      f.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      const int who = ctx_.local_ranks[p];
+      ctx_.abort->raise(who, ErrorCode::Remote,
+                        "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +
+                            std::to_string(ctx_.rank) + ")");
+      ctx_.abort->rethrow();
     }
   }
   check_abort();  // a peer may have raised the abort word after bumping its step
+}
+
+uint8_t* ShmGroup::channel(int src, int dst) const {
+  return channels_ + (static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)) * channel_bytes_;
+}
+
+uint32_t ShmGroup::bell() const { return flags_[me_].bell.load(std::memory_order_seq_cst); }
+
+void ShmGroup::ring(int local) {
+  Flag& f = flags_[local];
+  f.bell.fetch_add(1, std::memory_order_seq_cst);
+  if (f.bell_sleepers.load(std::memory_order_seq_cst) != 0) futex::wake_all(&f.bell);
+}
+
+bool ShmGroup::wait_bell(uint32_t seen, Deadline dl) {
+  Flag& f = flags_[me_];
+  return wait_on(f.bell, f.bell_sleepers, dl, [seen](uint32_t v) { return v != seen; });
+}
+
+void ShmGroup::fail(ErrorCode code, int culprit, const std::string& msg) {
+  ctx_.abort->raise(culprit, code, msg);
+  if (code == ErrorCode::Timeout) throw TimeoutError(msg, ctx_.rank);
+  if (code == ErrorCode::InvalidArgument) throw InvalidArgument(msg, ctx_.rank);
+  throw Error(code, msg, ctx_.rank);
 }
 
 void ShmGroup::throw_timeout(const char* what, uint32_t target) {

@@ -6,6 +6,7 @@
 //   [Header, 4 KiB]  magic, sizes, abort word + reason
 //   [Flags, 64 B per local rank, 4 KiB aligned]  `step`: how many sync points the rank passed
 //   [Slots, per local rank: 2 buffers of buffer_bytes each, 4 KiB aligned]
+//   [Channels, one per ordered pair of local ranks: point-to-point (shm_p2p.hpp)]
 //
 // Protocol. Every collective is cut into rounds; round k uses buffer k % 2 of every slot.
 // A sync point is an epoch barrier: a rank bumps its own `step` (monotonic, never reset) and
@@ -26,12 +27,15 @@
 // blocked in a collective stop at once with a RemoteError naming the culprit.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "actorcc/error.hpp"
+#include "common/deadline.hpp"
 #include "group/group_context.hpp"
 #include "transport/shm/shm_segment.hpp"
 
@@ -66,6 +70,21 @@ class ShmGroup {
   // Throws if this rank's AbortSignal or the shared abort word is raised.
   void check_abort();
 
+  // Point-to-point (transport/shm/shm_p2p.hpp). The channel from local rank src to dst.
+  uint8_t* channel(int src, int dst) const;
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  int global_rank(int local) const { return ctx_.local_ranks[local]; }
+  std::chrono::milliseconds timeout() const { return ctx_.options.timeout; }
+  // Every rank has a doorbell: a counter its peers bump (ring) after changing a channel it
+  // uses, so a rank waiting on several channels sleeps on one word. bell() reads this rank's;
+  // wait_bell sleeps until it differs from `seen` (false at the deadline), abort-checked.
+  uint32_t bell() const;
+  void ring(int local);
+  bool wait_bell(uint32_t seen, Deadline dl);
+  // Poisons the group (local peers stop through the abort word with `msg`, naming `culprit`)
+  // and throws `msg` as this rank's error of kind `code`.
+  [[noreturn]] void fail(ErrorCode code, int culprit, const std::string& msg);
+
   struct Header;
   struct Flag;
 
@@ -73,6 +92,8 @@ class ShmGroup {
   ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::string algo);
   void raise_shared_abort() noexcept;  // from the AbortSignal listener
   [[noreturn]] void throw_timeout(const char* what, uint32_t target);
+  template <typename Done>
+  bool wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Deadline dl, Done done);
 
   GroupContext& ctx_;
   std::shared_ptr<ShmSegment> seg_;  // shared with the abort listener, which may outlive us
@@ -82,6 +103,9 @@ class ShmGroup {
   Header* header_ = nullptr;
   Flag* flags_ = nullptr;
   uint8_t* slots_ = nullptr;
+  uint8_t* channels_ = nullptr;
+  size_t chunk_bytes_ = 0;
+  size_t channel_bytes_ = 0;
   uint64_t round_ = 0;
   uint32_t step_ = 0;
   std::string algo_;

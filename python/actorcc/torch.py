@@ -1,0 +1,322 @@
+"""torch.distributed backend "actorcc".
+
+    import actorcc.torch                      # registers the backend (idempotent)
+    torch.distributed.init_process_group("actorcc", ...)   # instead of "nccl" / "gloo"
+
+Any init_method torch supports (env://, tcp://, a TCPStore passed as store=); also
+"cpu:gloo,cuda:actorcc". Subgroups (new_group) work the same way. The process group is a Python
+ProcessGroup (as torch's test_c10d_pypg builds one): every call goes straight to an
+actorcc.Communicator, so the C++ c10d machinery adds nothing to an actorcc call but the
+Python dispatch.
+
+How it maps onto actorcc:
+- One actorcc communicator per device type the group is used with (CPU tensors: the CPU
+  backend; CUDA tensors: the CUDA backend on the current device), made on the first call with
+  such tensors: rank 0 creates its UniqueId and hands it over through the group's store, so
+  nothing else is needed to form it (the ranks of a group make their calls in the same order).
+- Stream semantics: a CUDA call is enqueued on the caller's current stream (where NCCL's
+  backend uses its own stream and makes the current one wait); the result is ordered after
+  the call on that stream either way. Work objects are complete when returned (CPU calls have
+  run; CUDA calls are enqueued), and their futures hold the output tensors, which is what DDP's
+  comm hooks read.
+- With "cpu:gloo,cuda:actorcc" torch hands a Python ProcessGroup every device of the group, so
+  CPU tensors of such a group also go through actorcc (its CPU backend), not gloo.
+- batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
+  runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
+- Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
+  reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
+  recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
+  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Send/recv tags must be 0.
+"""
+from __future__ import annotations
+
+import datetime
+import threading
+
+import torch
+import torch.distributed as dist
+
+from . import _tensors as T
+from ._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
+from .communicator import Communicator
+
+__all__ = ["BACKEND_NAME", "register", "ActorccProcessGroup"]
+
+BACKEND_NAME = "actorcc"
+_STORE_KEY = "actorcc_uid"
+_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg"}
+
+
+def _op_name(op):
+    for name, ours in _OPS.items():
+        ref = getattr(dist.ReduceOp, name, None)
+        if ref is not None and op == ref:
+            return ours
+    raise UnsupportedError(f"actorcc torch backend: reduce op {op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
+
+
+def _flat(t):
+    return t.reshape(-1)
+
+
+class _Work(dist._Work if hasattr(dist, "_Work") else dist.Work):
+    """A completed call: wait() returns at once (CUDA work is ordered on the caller's stream),
+    get_future() holds the output tensors."""
+
+    def __init__(self, result):
+        super().__init__()
+        self._result = result
+        self._future = torch.futures.Future()
+        self._future.set_result(result)
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        return self._future
+
+
+class ActorccProcessGroup(dist.ProcessGroup):
+    """A torch.distributed process group whose calls run on actorcc communicators."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._store = store
+        self._rank_ = rank
+        self._size_ = size
+        self._timeout = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+        self._comms = {}
+        self._lock = threading.Lock()
+        self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
+
+    # ---- identity ---------------------------------------------------------------------------
+    def getBackendName(self):
+        return BACKEND_NAME
+
+    def name(self):
+        return BACKEND_NAME
+
+    # ---- the communicators ------------------------------------------------------------------
+    def _comm(self, tensors):
+        t = tensors[0] if isinstance(tensors, (list, tuple)) else tensors
+        kind = "cuda" if t.is_cuda else "cpu"
+        comm = self._comms.get(kind)
+        if comm is not None:
+            return comm
+        with self._lock:
+            if kind not in self._comms:
+                key = f"{_STORE_KEY}/{kind}"
+                if self._rank_ == 0:
+                    uid = UniqueId.create("")
+                    self._store.set(key, str(uid))
+                else:
+                    uid = self._store.get(key).decode()
+                device = t.device.index if kind == "cuda" else "cpu"
+                self._comms[kind] = Communicator(uid, self._rank_, self._size_, device=device,
+                                                 timeout=self._timeout or None, join_timeout=self._timeout or None)
+            return self._comms[kind]
+
+    def _check_one(self, tensors, what):
+        if len(tensors) != 1:
+            raise UnsupportedError(f"actorcc torch backend: {what} takes one tensor per process, got {len(tensors)}")
+        return tensors[0]
+
+    # ---- collectives ------------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "sum"
+        comm = self._comm(tensors)
+        for t in tensors:
+            comm.all_reduce(t, op=op)
+        return _Work(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts):
+        comm = self._comm(tensors)
+        for t in tensors:
+            comm.broadcast(t, root=opts.rootRank)
+        return _Work(tensors)
+
+    def reduce(self, tensors, opts):
+        t = self._check_one(tensors, "reduce")
+        self._comm(t).reduce(t, root=opts.rootRank, op=_op_name(opts.reduceOp))
+        return _Work(tensors)
+
+    def allgather(self, output_lists, tensors, opts=None):
+        t = self._check_one(tensors, "allgather")
+        outs = output_lists[0]
+        flat = self._comm(t).all_gather(_flat(t))
+        n = t.numel()
+        for r, o in enumerate(outs):
+            o.copy_(flat[r * n:(r + 1) * n].view_as(o))
+        return _Work(output_lists)
+
+    def _allgather_base(self, output, tensor, opts=None):
+        self._comm(tensor).all_gather(_flat(tensor), out=_flat(output))
+        return _Work([output])
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i, opts)
+        return _Work(outputs)
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        out = self._check_one(outputs, "reduce_scatter")
+        full = torch.cat([_flat(x) for x in input_lists[0]])
+        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+        self._comm(out).reduce_scatter(full, out=_flat(out), op=op)
+        return _Work(outputs)
+
+    def _reduce_scatter_base(self, output, tensor, opts=None):
+        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+        self._comm(tensor).reduce_scatter(_flat(tensor), out=_flat(output), op=op)
+        return _Work([output])
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _Work(outputs)
+
+    def barrier(self, opts=None):
+        comm = next(iter(self._comms.values()), None)
+        if comm is None:  # no call yet: a barrier on the device type a first call would use
+            comm = self._comm(torch.empty(0, device="cuda" if torch.cuda.is_available() else "cpu"))
+        comm.barrier()
+        return _Work([])
+
+    # batch_isend_irecv: torch coalesces the ops of a batch for backends that say they can
+    # (asking _get_backend(device)); between _start_coalescing and _end_coalescing send and
+    # recv only collect, and the batch runs as one actorcc batch_send_recv, so any pattern of
+    # them completes. Outside a batch send and recv block (a send returns once received).
+    supports_coalescing = True
+
+    def _get_backend(self, device):
+        return self  # this one object serves every device of the group
+
+    def _start_coalescing(self, device):
+        self._batch = []
+
+    def _end_coalescing(self, device):
+        batch, self._batch = self._batch, None
+        if batch:
+            self._comm(batch[0][1]).batch_send_recv(batch)
+        return _Work([t for _, t, _ in batch or []])
+
+    def _p2p(self, kind, tensors, peer, tag):
+        t = self._check_one(tensors, kind)
+        self._no_tag(tag)
+        if self._batch is not None:
+            self._batch.append((kind, _flat(t), peer))
+        elif kind == "send":
+            self._comm(t).send(_flat(t), peer)
+        else:
+            self._comm(t).recv(_flat(t), peer)
+        return _Work(tensors)
+
+    def send(self, tensors, dst, tag=0):
+        return self._p2p("send", tensors, dst, tag)
+
+    def recv(self, tensors, src, tag=0):
+        return self._p2p("recv", tensors, src, tag)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise UnsupportedError("actorcc torch backend: recv from any source is not supported; name the source rank")
+
+    def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
+        comm = self._comm(tensor)
+        w = self._size_
+        if not output_split_sizes and not input_split_sizes:
+            comm.all_to_all(_flat(tensor), _flat(output))
+            return _Work([output])
+        # Splits count rows (dim 0); actorcc counts elements.
+        row_in = tensor[0].numel() if tensor.dim() > 0 and tensor.shape[0] else 1
+        row_out = output[0].numel() if output.dim() > 0 and output.shape[0] else 1
+        ins = list(input_split_sizes) or [tensor.shape[0] // w] * w
+        outs = list(output_split_sizes) or [output.shape[0] // w] * w
+        comm.all_to_all_v(_flat(tensor), _flat(output), [s * row_in for s in ins], [s * row_out for s in outs])
+        return _Work([output])
+
+    def alltoall(self, outputs, inputs, opts=None):
+        comm = self._comm(inputs)
+        counts_in = [t.numel() for t in inputs]
+        counts_out = [t.numel() for t in outputs]
+        flat_out = torch.empty(sum(counts_out), dtype=outputs[0].dtype, device=outputs[0].device)
+        comm.all_to_all_v(torch.cat([_flat(t) for t in inputs]), flat_out, counts_in, counts_out)
+        at = 0
+        for o, n in zip(outputs, counts_out):
+            o.copy_(flat_out[at:at + n].view_as(o))
+            at += n
+        return _Work(outputs)
+
+    def gather(self, output_lists, tensors, opts):
+        t = self._check_one(tensors, "gather")
+        root = opts.rootRank
+        comm = self._comm(t)
+        flat = comm.gather(_flat(t), root=root)
+        if self._rank_ == root:
+            n = t.numel()
+            for r, o in enumerate(output_lists[0]):
+                o.copy_(flat[r * n:(r + 1) * n].view_as(o))
+        return _Work(output_lists)
+
+    def scatter(self, outputs, input_lists, opts):
+        out = self._check_one(outputs, "scatter")
+        root = opts.rootRank
+        full = torch.cat([_flat(x) for x in input_lists[0]]) if self._rank_ == root else None
+        self._comm(out).scatter(full, _flat(out), root=root)
+        return _Work(outputs)
+
+    def gather_single(self, output, tensor, opts):
+        root = opts.rootRank
+        self._comm(tensor).gather(_flat(tensor), out=_flat(output) if self._rank_ == root else None, root=root)
+        return _Work([output])
+
+    # Newer torch calls the single-tensor collectives by these names (older: the ones above).
+    all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    all_to_all_single = alltoall_base
+
+    @staticmethod
+    def _no_tag(tag):
+        if tag:
+            raise InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})")
+
+    def shutdown(self):
+        for c in self._comms.values():
+            c.close()
+        self._comms.clear()
+
+    def abort(self):
+        for c in self._comms.values():
+            c.abort("torch.distributed abort")
+
+
+def _create(store, rank, size, timeout):
+    return ActorccProcessGroup(store, rank, size, timeout)
+
+
+def register():
+    """Registers the backend with torch.distributed (devices cpu and cuda). Idempotent: a worker
+    that imports actorcc.torch again (or two packages that both register it) is fine."""
+    if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, BACKEND_NAME.upper()):
+        return BACKEND_NAME
+    try:
+        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
+    except TypeError:  # torch without the devices= keyword
+        dist.Backend.register_backend(BACKEND_NAME, _create)
+    return BACKEND_NAME
+
+
+register()

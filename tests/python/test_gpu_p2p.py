@@ -1,0 +1,48 @@
+"""GPU tier (device machine only; skipped without torch + CUDA): all_to_all, gather, scatter
+and reduce on the NVLink path with ranks sharing one GPU (ACTORCC_CUDA_SHARE_GPU=1, which the
+1-GPU machine needs) and, with 2 GPUs, one rank per GPU; the NCCL path (two virtual nodes,
+2 GPUs) also for send/recv, batches and all_to_all_v."""
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import gpu_p2p_workers  # noqa: E402
+from mp_helpers import run_ranks, values  # noqa: E402
+
+NGPU = torch.cuda.device_count()
+pytestmark = pytest.mark.gpu
+
+
+def _check(res, seed):
+    for r, fails in enumerate(values(res)):
+        assert not fails, f"rank {r} (seed {seed}): {fails[:10]}"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_nvlink_path_sharing_one_gpu(world, uid):
+    seed = random.getrandbits(32)
+    res = run_ranks(world, gpu_p2p_workers.gpu_p2p, uid, seed, False, gpu_p2p_workers.SHARED_SIZES, timeout=900,
+                    env={"CUDA_VISIBLE_DEVICES": "0", "ACTORCC_CUDA_SHARE_GPU": "1"})
+    _check(res, seed)
+
+
+@pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("permuted", [False, True])
+def test_nvlink_path_one_gpu_each(permuted, uid):
+    seed = random.getrandbits(32)
+    order = [1, 0] if permuted else [0, 1]
+    res = run_ranks(2, gpu_p2p_workers.gpu_p2p, uid, seed, False, timeout=600,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(order[r])})
+    _check(res, seed)
+
+
+@pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs (NCCL refuses two ranks on one GPU)")
+def test_nccl_path_two_virtual_nodes(uid):
+    seed = random.getrandbits(32)
+    res = run_ranks(2, gpu_p2p_workers.gpu_p2p, uid, seed, True, timeout=600,
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"node{r}"})
+    _check(res, seed)

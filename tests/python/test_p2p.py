@@ -1,0 +1,47 @@
+"""send/recv, batches, all_to_all(_v), reduce, gather, scatter through the Python API, 2-4
+ranks in spawned processes on the CPU backend (numpy; torch too where it is installed)."""
+import importlib.util
+import random
+import time
+
+import pytest
+
+import p2p_workers
+from mp_helpers import run_ranks, values
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_call_dtype_size(world, uid):
+    seed = random.getrandbits(32)  # fresh inputs every run; printed on failure
+    sizes = p2p_workers.SIZES if world < 4 else [0, 1, 7, 1001]
+    res = run_ranks(world, p2p_workers.p2p_matrix, uid, seed, sizes, HAVE_TORCH, timeout=300)
+    for r, fails in enumerate(values(res)):
+        assert not fails, f"rank {r} (seed {seed}): {fails[:10]}"
+
+
+def test_async_op(uid):
+    for r, fails in enumerate(values(run_ranks(3, p2p_workers.async_calls, uid))):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_bad_arguments_before_anything_moves(uid):
+    for r, fails in enumerate(values(run_ranks(2, p2p_workers.bad_arguments, uid))):
+        assert not fails, f"rank {r}: {fails}"
+
+
+def test_mismatched_sizes_fail_on_both_ranks_naming_them(uid):
+    t0 = time.monotonic()
+    res = run_ranks(3, p2p_workers.mismatched_recv, uid, expect_errors=True, timeout=60)
+    assert time.monotonic() - t0 < 30
+    kind, info = res[1]
+    assert kind == "err" and info["type"] == "InvalidArgumentError", res[1]
+    assert "rank 1 expects 12 float32" in info["msg"] and "rank 0 sent 10 float32" in info["msg"], info["msg"]
+    # The sender learns it from whichever rank tells it first (the shm abort word or a peer's
+    # abort relayed by the root), so its culprit varies; the cause is always in the message.
+    kind, info = res[0]
+    assert kind == "err" and info["type"] == "RemoteError", res[0]
+    assert "mismatched" in info["msg"] and "rank 1 expects 12 float32" in info["msg"], info["msg"]
+    # rank 2 took no part: its barrier fails (the group is poisoned) instead of hanging
+    assert res[2][0] == "err", res[2]

@@ -85,3 +85,10 @@ def run_ranks(world, fn, *args, timeout=120.0, env=None, expect_errors=False):
 
 def values(results):
     return [v for _, v in results]
+
+
+def expect_no_failures(results, note=""):
+    """Fails the test with the first failures of each rank whose function returned a
+    non-empty list of failure descriptions (`note`: e.g. the seed that reproduces them)."""
+    bad = [f"rank {r}{note}: {fails[:10]}" for r, fails in enumerate(values(results)) if fails]
+    assert not bad, "\n".join(bad)

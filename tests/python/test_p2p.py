@@ -7,7 +7,7 @@ import time
 import pytest
 
 import p2p_workers
-from mp_helpers import run_ranks, values
+from mp_helpers import expect_no_failures, run_ranks
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -17,18 +17,15 @@ def test_every_call_dtype_size(world, uid):
     seed = random.getrandbits(32)  # fresh inputs every run; printed on failure
     sizes = p2p_workers.SIZES if world < 4 else [0, 1, 7, 1001]
     res = run_ranks(world, p2p_workers.p2p_matrix, uid, seed, sizes, HAVE_TORCH, timeout=300)
-    for r, fails in enumerate(values(res)):
-        assert not fails, f"rank {r} (seed {seed}): {fails[:10]}"
+    expect_no_failures(res, f" (seed {seed})")
 
 
 def test_async_op(uid):
-    for r, fails in enumerate(values(run_ranks(3, p2p_workers.async_calls, uid))):
-        assert not fails, f"rank {r}: {fails}"
+    expect_no_failures(run_ranks(3, p2p_workers.async_calls, uid))
 
 
 def test_bad_arguments_before_anything_moves(uid):
-    for r, fails in enumerate(values(run_ranks(2, p2p_workers.bad_arguments, uid))):
-        assert not fails, f"rank {r}: {fails}"
+    expect_no_failures(run_ranks(2, p2p_workers.bad_arguments, uid))
 
 
 def test_mismatched_sizes_fail_on_both_ranks_naming_them(uid):

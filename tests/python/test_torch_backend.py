@@ -7,26 +7,21 @@ pytest.importorskip("torch")
 
 import torch_workers  # noqa: E402
 from conftest import free_port  # noqa: E402
-from mp_helpers import run_ranks, values  # noqa: E402
-
-
-def _check(res):
-    for r, fails in enumerate(values(res)):
-        assert not fails, f"rank {r}: {fails[:10]}"
+from mp_helpers import expect_no_failures, run_ranks  # noqa: E402
 
 
 @pytest.mark.parametrize("world,method", [(2, None), (3, "env")])
 def test_collective_matrix(world, method):
-    _check(run_ranks(world, torch_workers.collectives, free_port(), method, timeout=300))
+    expect_no_failures(run_ranks(world, torch_workers.collectives, free_port(), method, timeout=300))
 
 
 def test_device_backend_string_with_a_tcp_store():
-    _check(run_ranks(2, torch_workers.collectives, free_port(), "store", "cpu:gloo,cuda:actorcc", timeout=300))
+    expect_no_failures(run_ranks(2, torch_workers.collectives, free_port(), "store", "cpu:gloo,cuda:actorcc", timeout=300))
 
 
 @pytest.mark.parametrize("with_hook", [False, True])
 def test_ddp_matches_single_process(with_hook):
-    _check(run_ranks(2, torch_workers.ddp, free_port(), 5, with_hook, timeout=300))
+    expect_no_failures(run_ranks(2, torch_workers.ddp, free_port(), 5, with_hook, timeout=300))
 
 
 def test_registering_twice_is_harmless():

@@ -232,6 +232,8 @@ Config parse_args(const std::vector<std::string>& args, bool* help) {
     } else if (a == "--coll") {
       c.coll = parse_collective(lower(next()));
       if (c.coll == Collective::Barrier) throw InvalidArgument("--coll barrier is not benchmarked");
+      if (c.coll > Collective::Barrier)
+        throw InvalidArgument("--coll " + std::string(to_string(c.coll)) + " is not benchmarked yet");
     } else if (a == "--inplace") {
       c.inplace = true;
     } else if (a == "--launch") {

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(512) exchange_kernel(DeviceComm c, const char*
         const int q = peer_after(c, k);
         copy_bytes(out + q * nbytes + lo, data_slot(c, me, par, b, 0, q), n, vec, true);
       }
-    } else if (shape == kScatter) {
+    } else if (shape == kScatter && !is_root) {  // the root's block was copied locally above
       copy_bytes(out + lo, data_slot(c, me, par, b, 0, root), n, vec, true);
     }
     ++st.s;

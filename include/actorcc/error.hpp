@@ -20,7 +20,11 @@ const char* to_string(ErrorCode c) noexcept;
 
 class Error : public std::runtime_error {
  public:
-  // `rank` is the rank that observed the error (-1 when not yet known).
+  // `rank` is the rank that observed the error (-1 when not yet known). what() is
+  // "actorcc <code> error: rank R: <message>" when rank >= 0, so no call site builds the
+  // prefix by hand. A message that already opens with that rank ("rank R: ..." from a
+  // rethrown error, or "rank R timed out ..." where the rank is the sentence's subject) is
+  // kept as it is: rethrown and wrapped errors carry one prefix, not one per layer.
   Error(ErrorCode code, const std::string& message, int rank = -1);
   ErrorCode code() const noexcept { return code_; }
   int rank() const noexcept { return rank_; }

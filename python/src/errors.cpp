@@ -54,7 +54,7 @@ void raise_as(PyObject* type, const Error& e, int culprit) {
 }  // namespace
 
 void throw_invalid(const std::string& message, int rank) {
-  throw InvalidArgument(rank >= 0 ? "rank " + std::to_string(rank) + ": " + message : message, rank);
+  throw InvalidArgument(message, rank);
 }
 
 void bind_errors(nb::module_& m) {

@@ -33,8 +33,6 @@ std::string local_hostname() {
   return buf;
 }
 
-std::string r_(int rank) { return "rank " + std::to_string(rank); }
-
 // The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
 // hosting its root, so losing the root names that process loudly.
 std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
@@ -50,16 +48,16 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                                            Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
   bootstrap::IdFields f = bootstrap::read_id(id);
   if (f.version != wire::kProtocolVersion)
-    throw InvalidArgument(r_(rank) + ": the UniqueId was made by bootstrap protocol version " +
+    throw InvalidArgument("the UniqueId was made by bootstrap protocol version " +
                               std::to_string(f.version) + ", this build speaks " +
                               std::to_string(wire::kProtocolVersion),
                           rank);
-  if (world <= 0) throw InvalidArgument(r_(rank) + ": world size " + std::to_string(world) + " is not positive", rank);
+  if (world <= 0) throw InvalidArgument("world size " + std::to_string(world) + " is not positive", rank);
   if (rank < 0 || rank >= world)
     throw InvalidArgument("rank " + std::to_string(rank) + " is out of range for world size " + std::to_string(world),
                           rank);
   if (f.rank0_hosts && f.world != world)
-    throw InvalidArgument(r_(rank) + ": the address was set up for world size " + std::to_string(f.world) +
+    throw InvalidArgument("the address was set up for world size " + std::to_string(f.world) +
                               ", not " + std::to_string(world),
                           rank);
   if (!abort) abort = std::make_shared<AbortSignal>(rank);
@@ -88,7 +86,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     abort->rethrow();
   };
   auto no_answer = [&]() {
-    throw TimeoutError(r_(rank) + ": the actorcc root at " + where +
+    throw TimeoutError("the actorcc root at " + where +
                            " did not answer within the join deadline (plus " +
                            std::to_string(kJoinGrace.count() / 1000) + " s grace)",
                        rank);
@@ -118,7 +116,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                                                root_rank);
     }
     if (auto* r = std::get_if<wire::Reject>(&m))
-      throw InvalidArgument(r_(rank) + ": the actorcc root at " + where + " rejected the join: " + r->reason, rank);
+      throw InvalidArgument("the actorcc root at " + where + " rejected the join: " + r->reason, rank);
     if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
       abort->raise(-1, ErrorCode::Timeout, "join failed: " + j->reason + " (root at " + where + ")");
       abort->rethrow();
@@ -237,7 +235,7 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   // Refused here, before a sequence number is taken or a byte is sent: the caller gets a clear
   // error, the other ranks are not disturbed, and the group stays usable.
   if (blob.size() > allgather_limit(world_))
-    throw InvalidArgument("rank " + std::to_string(rank_) + ": " + what + " blob of " + std::to_string(blob.size()) +
+    throw InvalidArgument(std::string(what) + " blob of " + std::to_string(blob.size()) +
                               " bytes is above the limit of " + std::to_string(allgather_limit(world_)) +
                               " bytes per rank for a group of " + std::to_string(world_) +
                               " (all ranks' blobs travel back in one frame of at most " +
@@ -272,7 +270,7 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   }
   shared_->abandoned.insert(seq);
   lk.unlock();
-  throw TimeoutError("rank " + std::to_string(rank_) + ": " + what + " #" + std::to_string(seq) +
+  throw TimeoutError(std::string(what) + " #" + std::to_string(seq) +
                          " timed out: " + ask_missing(seq),
                      rank_);
 }

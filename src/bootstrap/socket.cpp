@@ -235,7 +235,7 @@ Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal
     }
     backoff = std::min(backoff * 2, milliseconds(500));
   }
-  throw TimeoutError("rank " + std::to_string(rank) + ": could not connect to the actorcc root at " +
+  throw TimeoutError("could not connect to the actorcc root at " +
                          addr.to_string() + " before the join deadline (last error: " + last_error + ")",
                      rank);
 }

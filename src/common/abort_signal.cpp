@@ -28,7 +28,7 @@ std::string AbortSignal::reason() const {
 
 void AbortSignal::rethrow() const {
   std::lock_guard<std::mutex> g(mu_);
-  std::string m = "rank " + std::to_string(self_) + ": " + reason_;
+  const std::string& m = reason_;  // Error adds "rank <self>: " (once, if reason_ lacks it)
   switch (code_) {
     case ErrorCode::Timeout: throw TimeoutError(m, self_);
     case ErrorCode::Remote: throw RemoteError(m, culprit_, self_);

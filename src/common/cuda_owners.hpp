@@ -37,8 +37,7 @@ inline void check(cudaError_t e, std::string_view what, int rank = -1,
   cudaGetLastError();
   std::string_view file = where.file_name();
   if (auto p = file.rfind("/src/"); p != std::string_view::npos) file.remove_prefix(p + 1);
-  std::string msg = rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string();
-  msg += std::string(what) + ": " + cudaGetErrorString(e);
+  std::string msg = std::string(what) + ": " + cudaGetErrorString(e);
   if (!file.empty()) msg += " (at " + std::string(file) + ":" + std::to_string(where.line()) + ")";
   throw CudaError(msg, rank);
 }

@@ -1,6 +1,24 @@
 #include "actorcc/error.hpp"
 
+#include <string_view>
+
 namespace actorcc {
+namespace {
+
+// True when `m` opens with "rank <rank>" followed by ':' or ' ' or nothing: the text names the
+// observing rank already (a digit after it would be another rank: "rank 12" is not rank 1).
+bool opens_with_rank(std::string_view m, int rank) {
+  const std::string head = "rank " + std::to_string(rank);
+  if (m.substr(0, head.size()) != head) return false;
+  return m.size() == head.size() || m[head.size()] == ':' || m[head.size()] == ' ';
+}
+
+std::string with_rank(const std::string& message, int rank) {
+  if (rank < 0 || opens_with_rank(message, rank)) return message;
+  return "rank " + std::to_string(rank) + ": " + message;
+}
+
+}  // namespace
 
 const char* to_string(ErrorCode c) noexcept {
   switch (c) {
@@ -16,6 +34,6 @@ const char* to_string(ErrorCode c) noexcept {
 }
 
 Error::Error(ErrorCode code, const std::string& message, int rank)
-    : std::runtime_error("actorcc " + std::string(to_string(code)) + " error: " + message), code_(code), rank_(rank) {}
+    : std::runtime_error("actorcc " + std::string(to_string(code)) + " error: " + with_rank(message, rank)), code_(code), rank_(rank) {}
 
 }  // namespace actorcc

@@ -88,7 +88,7 @@ struct Communicator::Impl {
     auto all = bootstrap->allgather(sig.str(), Deadline::after(ctx.options.timeout));
     for (size_t r = 0; r < all.size(); ++r)
       if (all[r] != all[0])
-        throw InvalidArgument("rank " + std::to_string(ctx.rank) + ": mismatched collectives (checked mode): rank 0 called " +
+        throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " +
                                   all[0] + " but rank " + std::to_string(r) + " called " + all[r],
                               ctx.rank);
   }
@@ -116,7 +116,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   int device = -1;
   if (opt.backend != Backend::Cpu) device = cuda_resolve_device(opt.device);
   if (opt.backend == Backend::Cuda && device < 0)
-    throw UnsupportedError("rank " + std::to_string(rank) + ": backend 'cuda' requested but no CUDA device is usable here",
+    throw UnsupportedError("backend 'cuda' requested but no CUDA device is usable here",
                            rank);
 
   PeerInfo self = topology::local_peer_info(rank, device);
@@ -146,7 +146,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   Backend kind = opt.backend;
   if (kind == Backend::Auto) kind = no_gpu.empty() ? Backend::Cuda : Backend::Cpu;
   if (kind == Backend::Cuda && !no_gpu.empty())
-    throw UnsupportedError("rank " + std::to_string(rank) + ": backend 'cuda' needs a GPU on every rank; rank(s) " +
+    throw UnsupportedError("backend 'cuda' needs a GPU on every rank; rank(s) " +
                                rank_list(no_gpu) + " have none",
                            rank);
   ctx.options.device = kind == Backend::Cuda ? device : -1;
@@ -157,7 +157,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   if (kind == Backend::Cpu) {
     auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
     if (!bad.empty())
-      throw UnsupportedError("rank " + std::to_string(rank) + ": CPU backend setup failed on " + bad, rank);
+      throw UnsupportedError("CPU backend setup failed on " + bad, rank);
   } else if (ctx.num_nodes > 1) {
     // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
     // rails between nodes) is not built yet, so NCCL carries all of it for now.
@@ -165,7 +165,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
       return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
     }));
     if (!bad.empty())
-      throw UnsupportedError("rank " + std::to_string(rank) + ": NCCL setup for a multi-node group failed on " +
+      throw UnsupportedError("NCCL setup for a multi-node group failed on " +
                                  bad,
                              rank);
   } else {
@@ -175,13 +175,13 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
       // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
       // there is no fallback to try.
       if (topology::shared_gpu(ctx.peers).first >= 0)
-        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad, rank);
+        throw UnsupportedError("CUDA backend setup failed on " + bad, rank);
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
       std::string why = "the NVLink/VMM path is unavailable:" + bad;
       backend.reset();
       auto bad2 = failed_ranks(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
       if (!bad2.empty())
-        throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad +
+        throw UnsupportedError("CUDA backend setup failed on " + bad +
                                    "\nand the NCCL fallback failed on " + bad2,
                                rank);
     }
@@ -252,7 +252,7 @@ void Communicator::all_to_all_v(const void* send, const std::vector<size_t>& sen
                                 const std::vector<size_t>& recv_counts, DataType dtype, Stream stream) {
   const auto w = static_cast<size_t>(world_size());
   if (send_counts.size() != w || recv_counts.size() != w)
-    throw InvalidArgument("rank " + std::to_string(rank()) + ": all_to_all_v: send_counts has " +
+    throw InvalidArgument("all_to_all_v: send_counts has " +
                               std::to_string(send_counts.size()) + " entries and recv_counts " +
                               std::to_string(recv_counts.size()) + "; both need world_size = " + std::to_string(w),
                           rank());

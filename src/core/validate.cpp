@@ -7,7 +7,7 @@ namespace actorcc {
 namespace {
 
 [[noreturn]] void bad(int rank, const CollArgs& a, const std::string& why) {
-  throw InvalidArgument("rank " + std::to_string(rank) + ": " + std::string(to_string(a.coll)) + ": " + why, rank);
+  throw InvalidArgument(std::string(to_string(a.coll)) + ": " + why, rank);
 }
 
 constexpr size_t kMax = std::numeric_limits<size_t>::max();

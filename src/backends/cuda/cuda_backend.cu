@@ -59,7 +59,7 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
   if (r < 0) return;
   const std::string& gpu = ctx.peers[r].gpu_uuid;
   if (!allowed)
-    throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": ranks " + std::to_string(r) + " and " +
+    throw UnsupportedError("ranks " + std::to_string(r) + " and " +
                                std::to_string(q) + " share GPU " + gpu +
                                "; the CUDA backend needs one GPU per rank (ACTORCC_CUDA_SHARE_GPU=1 allows it for "
                                "tests, time-sliced and slow)",
@@ -100,7 +100,7 @@ class CudaBackend final : public BackendImpl {
     }
     const auto all = Outcomes::gather_result(*ctx.bootstrap, err, mine.encode(), dl);
     if (!all.all_ok())
-      throw UnsupportedError("rank " + std::to_string(ctx.rank) + ": CUDA setup failed on " + all.reasons(), ctx.rank);
+      throw UnsupportedError("CUDA setup failed on " + all.reasons(), ctx.rank);
     int min_blocks = cuda::kMaxBlocks;
     for (int r = 0; r < ctx.world; ++r)
       min_blocks = std::min(min_blocks, cuda::Settings::decode(all.text(r)).tune.data_blocks);
@@ -172,7 +172,7 @@ class CudaBackend final : public BackendImpl {
   void run(const CollArgs& a) override {
     check_device_errors();
     if (!cuda::has_route(a.coll))
-      throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) +
+      throw UnsupportedError(std::string(to_string(a.coll)) +
                                  " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
                                  "groups that NCCL carries have it)",
                              ctx_.rank);
@@ -247,7 +247,7 @@ class CudaBackend final : public BackendImpl {
       if (q == p) return;
     cudaPointerAttributes attr{};
     cudaError_t e = cudaPointerGetAttributes(&attr, p);
-    std::string where = "rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) + ": " + which +
+    std::string where = std::string(to_string(a.coll)) + ": " + which +
                         " buffer ";
     if (e != cudaSuccess) {
       cudaGetLastError();

@@ -37,7 +37,7 @@ class CpuHierBackend final : public BackendImpl {
   Backend kind() const override { return Backend::Cpu; }
   void run(const CollArgs& a) override {
     if (!cpu::hier_serves(a.coll))
-      throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + std::string(to_string(a.coll)) +
+      throw UnsupportedError(std::string(to_string(a.coll)) +
                                  " is not available yet for CPU groups that span nodes (ranks on one host have it)",
                              ctx_.rank);
     try {

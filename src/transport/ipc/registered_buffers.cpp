@@ -55,7 +55,7 @@ void RegisteredBuffers::add(GroupContext& ctx, void* ptr, size_t bytes) {
   }
   const auto all = Outcomes::gather(*ctx.bootstrap, status, mine, dl);
   if (auto bad = all.reasons("bad"); !bad.empty())
-    throw InvalidArgument("rank " + std::to_string(me) + ": register_buffer failed on " + bad, me);
+    throw InvalidArgument("register_buffer failed on " + bad, me);
   Entry en;
   en.id = next_id_++;
   en.local = p;
@@ -103,7 +103,7 @@ void RegisteredBuffers::remove(GroupContext& ctx, void* ptr) {
   const std::string error = k < entries_.size() ? "" : "the pointer is not a registered buffer";
   const auto all = Outcomes::gather_error(*ctx.bootstrap, error, Deadline::after(ctx.options.timeout));
   if (!all.all_ok())
-    throw InvalidArgument("rank " + std::to_string(me) + ": deregister_buffer failed on " + all.reasons(), me);
+    throw InvalidArgument("deregister_buffer failed on " + all.reasons(), me);
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(k));
 }
 

@@ -103,7 +103,6 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   const int creator = ctx.local_ranks.at(0);
   const bool is_creator = ctx.local_index == 0;
   const Deadline dl = Deadline::after(ctx.options.join_timeout);
-  const std::string who = "rank " + std::to_string(ctx.rank);
 
   // Step 1: the creator makes the segment and announces its name and size. The name carries
   // the group tag (unique per group), the node and the creator's pid, so no two groups, and no
@@ -148,7 +147,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   };
   const auto announced = announce();
   if (announced.status(creator) != "ok")
-    throw SystemError(who + ": rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
+    throw SystemError("rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
                           announced.text(creator),
                       ctx.rank);
   std::istringstream is(announced.text(creator));
@@ -177,7 +176,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
     }
     const auto mapped = Outcomes::gather_error(*ctx.bootstrap, map_err, dl);
     if (!mapped.all_ok())
-      throw SystemError(who + ": rank(s) " + list(mapped.ranks()) + " could not map the CPU backend's shared memory; " +
+      throw SystemError("rank(s) " + list(mapped.ranks()) + " could not map the CPU backend's shared memory; " +
                             mapped.reasons(),
                         ctx.rank);
 

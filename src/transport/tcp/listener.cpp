@@ -112,7 +112,7 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
       pending.erase(pending.begin() + static_cast<long>(i));
     }
     if (!missing.empty() && deadline.expired())
-      throw TimeoutError("rank " + std::to_string(self) + ": TCP transport connections from rank(s) " + list(missing) +
+      throw TimeoutError("TCP transport connections from rank(s) " + list(missing) +
                              " did not arrive in time (listening on " + addr_.to_string() + ")",
                          self);
   }

@@ -16,7 +16,7 @@ net::SockAddr decode_address(const std::string& s, int rank, int self) {
   auto sp = s.rfind(' ');
   std::optional<net::SockAddr> a;
   if (sp != std::string::npos) a = net::resolve(s.substr(0, sp), static_cast<uint16_t>(std::atoi(s.c_str() + sp + 1)));
-  if (!a) throw InvalidArgument("rank " + std::to_string(self) + ": rank " + std::to_string(rank) + " sent a malformed TCP listen address", self);
+  if (!a) throw InvalidArgument("rank " + std::to_string(rank) + " sent a malformed TCP listen address", self);
   return *a;
 }
 
@@ -31,16 +31,16 @@ net::Fd dial(const net::SockAddr& addr, const wire::Token& token, int self, int 
   if (io.status == net::IoStatus::Ok) io = net::recv_all(fd.get(), answer, sizeof(answer), deadline, abort);
   if (io.status == net::IoStatus::Aborted) abort->rethrow();
   if (io.status == net::IoStatus::Timeout)
-    throw TimeoutError("rank " + std::to_string(self) + ": " + where + " did not answer the TCP transport hello in time", self);
+    throw TimeoutError(where + " did not answer the TCP transport hello in time", self);
   if (io.status != net::IoStatus::Ok)
-    throw RemoteError("rank " + std::to_string(self) + ": " + where + " closed the TCP transport connection during its hello: " + io.detail,
+    throw RemoteError(where + " closed the TCP transport connection during its hello: " + io.detail,
                       peer, self);
   std::string why;
   auto h = decode_hello(answer, &why);
   if (h) why = check_hello(*h, token, self, world);
   if (h && why.empty() && h->from_rank != peer) why = "answered as rank " + std::to_string(h->from_rank);
   if (!why.empty())
-    throw RemoteError("rank " + std::to_string(self) + ": " + where + " is not this group's peer: " + why, peer, self);
+    throw RemoteError(where + " is not this group's peer: " + why, peer, self);
   return fd;
 }
 
@@ -52,7 +52,7 @@ std::unique_ptr<Mesh> Mesh::connect(Bootstrap& bs, const wire::Token& token, con
   std::set<int> lower, higher;
   for (int q : peers) {
     if (q < 0 || q >= world || q == self)
-      throw InvalidArgument("rank " + std::to_string(self) + ": TCP peer " + std::to_string(q) + " is not another rank of the group", self);
+      throw InvalidArgument("TCP peer " + std::to_string(q) + " is not another rank of the group", self);
     (q < self ? lower : higher).insert(q);
   }
   // A rank that cannot listen still takes part in the all-gather (with an empty address), so
@@ -65,10 +65,10 @@ std::unique_ptr<Mesh> Mesh::connect(Bootstrap& bs, const wire::Token& token, con
     failure = e.what();
   }
   std::vector<std::string> addrs = bs.allgather(listener ? encode_address(listener->address()) : "", deadline);
-  if (!listener) throw SystemError("rank " + std::to_string(self) + ": TCP transport cannot listen: " + failure, self);
+  if (!listener) throw SystemError("TCP transport cannot listen: " + failure, self);
   for (int q : peers)
     if (addrs.at(q).empty())
-      throw RemoteError("rank " + std::to_string(self) + ": rank " + std::to_string(q) + " could not open its TCP transport listener", q, self);
+      throw RemoteError("rank " + std::to_string(q) + " could not open its TCP transport listener", q, self);
 
   std::unique_ptr<Mesh> m(new Mesh(self));
   // Dial upwards first: the highest rank only accepts, so every dial is answered.
@@ -86,7 +86,7 @@ std::unique_ptr<Mesh> Mesh::connect(Bootstrap& bs, const wire::Token& token, con
 Pair& Mesh::pair(int rank) {
   auto it = pairs_.find(rank);
   if (it == pairs_.end())
-    throw InvalidArgument("rank " + std::to_string(self_) + ": rank " + std::to_string(rank) + " is not a TCP peer of this rank", self_);
+    throw InvalidArgument("rank " + std::to_string(rank) + " is not a TCP peer of this rank", self_);
   return *it->second;
 }
 

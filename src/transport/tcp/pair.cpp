@@ -130,7 +130,7 @@ class Exchange {
   }
 
   [[noreturn]] static void fail(Pair& p, ErrorCode code, const std::string& what) {
-    p.broken_ = "rank " + std::to_string(p.self()) + ": " + what;
+    p.broken_ = what;
     p.broken_code_ = static_cast<int>(code);
     rethrow_broken(p);
   }

@@ -1,0 +1,69 @@
+// actorcc::Error builds the "rank R: " prefix itself, once: call sites pass the bare message.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "actorcc/error.hpp"
+#include "common/abort_signal.hpp"
+
+using namespace actorcc;
+
+TEST(Error, PrefixesTheObservingRank) {
+  EXPECT_STREQ(TimeoutError("barrier timed out", 3).what(), "actorcc timeout error: rank 3: barrier timed out");
+  EXPECT_STREQ(InvalidArgument("null pointer", 0).what(), "actorcc invalid argument error: rank 0: null pointer");
+  EXPECT_EQ(RemoteError("peer died", 5, 2).rank(), 2);
+  EXPECT_STREQ(RemoteError("peer died", 5, 2).what(), "actorcc remote failure error: rank 2: peer died");
+}
+
+TEST(Error, NoPrefixWithoutARank) {
+  EXPECT_STREQ(SystemError("socket: refused").what(), "actorcc system error: socket: refused");
+  EXPECT_STREQ(Error(ErrorCode::Internal, "rank 4: x").what(), "actorcc internal error: rank 4: x");
+}
+
+TEST(Error, IdempotentForTheSameRank) {
+  // A message that already opens with the same rank (rethrown, or the rank as the subject).
+  EXPECT_STREQ(CudaError("rank 7: cudaMalloc: out of memory", 7).what(), "actorcc cuda error: rank 7: cudaMalloc: out of memory");
+  EXPECT_STREQ(TimeoutError("rank 1 timed out after 5 ms", 1).what(), "actorcc timeout error: rank 1 timed out after 5 ms");
+  EXPECT_STREQ(Error(ErrorCode::Internal, "rank 6", 6).what(), "actorcc internal error: rank 6");
+  // Wrapping twice keeps one prefix.
+  const std::string once = "rank 2: " + std::string("lost");
+  EXPECT_STREQ(RemoteError(once, 1, 2).what(), "actorcc remote failure error: rank 2: lost");
+}
+
+TEST(Error, AnotherRankIsStillPrefixed) {
+  // The text names a different rank (a culprit): the observer is named in front of it.
+  EXPECT_STREQ(RemoteError("rank 0 closed the communicator", 0, 1).what(),
+               "actorcc remote failure error: rank 1: rank 0 closed the communicator");
+  // "rank 12" is not "rank 1", and "rank 1" is not "rank 12".
+  EXPECT_STREQ(TimeoutError("rank 12: late", 1).what(), "actorcc timeout error: rank 1: rank 12: late");
+  EXPECT_STREQ(TimeoutError("rank 1: late", 12).what(), "actorcc timeout error: rank 12: rank 1: late");
+  EXPECT_STREQ(TimeoutError("rank 1x", 1).what(), "actorcc timeout error: rank 1: rank 1x");
+}
+
+namespace {
+
+// What AbortSignal(self).rethrow() throws after raise(culprit, code, reason).
+template <class E>
+E rethrown(int self, int culprit, ErrorCode code, const std::string& reason) {
+  AbortSignal a(self);
+  a.raise(culprit, code, reason);
+  try {
+    a.rethrow();
+  } catch (const E& e) {
+    return e;
+  }
+  throw std::logic_error("rethrow did not throw the expected type");
+}
+
+}  // namespace
+
+TEST(Error, AbortRethrowCarriesOnePrefix) {
+  const auto own = rethrown<TimeoutError>(3, 3, ErrorCode::Timeout, "rank 3: all_reduce timed out");
+  EXPECT_STREQ(own.what(), "actorcc timeout error: rank 3: all_reduce timed out");
+  EXPECT_EQ(own.rank(), 3);
+  const auto remote = rethrown<RemoteError>(1, 0, ErrorCode::Remote, "rank 0 aborted: bad input");
+  EXPECT_STREQ(remote.what(), "actorcc remote failure error: rank 1: rank 0 aborted: bad input");
+  EXPECT_EQ(remote.culprit(), 0);
+  EXPECT_EQ(remote.rank(), 1);
+}

@@ -48,14 +48,6 @@ IoStatus wait_fd(int fd, short events, const Deadline& deadline, const AbortSign
 
 }  // namespace
 
-void Fd::reset(int fd) {
-  if (fd_ >= 0) {
-    // close() is not retried on EINTR: on Linux the fd is released regardless.
-    ::close(fd_);
-  }
-  fd_ = fd;
-}
-
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
   if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);

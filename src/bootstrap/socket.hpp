@@ -11,35 +11,12 @@
 
 #include "common/abort_signal.hpp"
 #include "common/deadline.hpp"
+#include "common/unique_fd.hpp"
 
 namespace actorcc::net {
 
-// Owns one file descriptor; closes it exactly once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(o.release());
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
+// The bootstrap's and the TCP transport's name for the one fd owner (common/unique_fd.hpp).
+using Fd = UniqueFd;
 
 // An IPv4 or IPv6 socket address.
 struct SockAddr {

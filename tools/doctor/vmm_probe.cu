@@ -39,6 +39,7 @@ extern char** environ;
 namespace {
 
 using actorcc::Deadline;
+using actorcc::UniqueFd;
 namespace ipc = actorcc::ipc;
 
 std::string g_error;  // first failure, "step: reason"
@@ -115,7 +116,7 @@ int child_main(int sock, int timeout_s) {
   std::snprintf(r.bus, sizeof r.bus, "%s", g.bus);
   try {
     Offer o{};
-    ipc::UniqueFd fd = ipc::uds_recv(sock, &o, sizeof o, Deadline::after(std::chrono::seconds(timeout_s)));
+    UniqueFd fd = ipc::uds_recv(sock, &o, sizeof o, Deadline::after(std::chrono::seconds(timeout_s)));
     if (st == 0 && !fd.valid()) fail("no file descriptor from the parent");
     if (st == 0 && fd.valid()) {
       auto t0 = std::chrono::steady_clock::now();
@@ -194,17 +195,17 @@ int parent_main(const Args& a, const char* self) {
     for (size_t i = 0; i < host.size(); ++i) host[i] = pattern(i);
     if (!rt_ok(cudaMemcpy(region.ptr(), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
       return finish(1, a, g, nullptr, bytes);
-    ipc::UniqueFd fd = region.export_fd();
+    UniqueFd fd = region.export_fd();
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
       fail(std::string("socketpair: ") + strerror(errno));
       return finish(1, a, g, nullptr, bytes);
     }
-    ipc::UniqueFd mine(sv[0]), theirs(sv[1]);
+    UniqueFd mine(sv[0]), theirs(sv[1]);
     // The child's end must survive exec: a duplicate without CLOEXEC.
     const pid_t pid = [&] {
-      ipc::UniqueFd child_end(dup(theirs.get()));
+      UniqueFd child_end(dup(theirs.get()));
       return spawn_child(a, self, child_end.get());
     }();
     theirs.reset();

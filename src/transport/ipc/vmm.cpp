@@ -11,11 +11,6 @@
 
 namespace actorcc::ipc {
 
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 namespace {
 
 const DriverApi& api() {

@@ -53,11 +53,6 @@ int ShmSegment::remove_orphans(const std::string& prefix) noexcept {
   return removed;
 }
 
-void UniqueFd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 ShmSegment::~ShmSegment() { release(); }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept

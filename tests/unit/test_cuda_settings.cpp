@@ -52,6 +52,27 @@ TEST(CudaSettings, EnvironmentReplacesDefaultsWithinBounds) {
   EXPECT_EQ(s.tune.pipe_min, 12345u);
 }
 
+TEST(CudaSettings, RankSettingsAreReadButNeverAgreed) {
+  EXPECT_EQ(cuda::Settings::local({}, 132).own.abort_poll_us, 20);
+  {
+    ScopedEnv a("ACTORCC_CUDA_ABORT_POLL_US", "0");  // 0 means something here: every thread polls
+    const auto s = cuda::Settings::local({}, 132);
+    EXPECT_EQ(s.own.abort_poll_us, 0);
+    const std::string blob = s.encode();
+    EXPECT_EQ(blob.find("abort_poll"), std::string::npos) << blob;
+    EXPECT_EQ(cuda::Settings::decode(blob).own.abort_poll_us, 20);  // the receiver keeps its own
+  }
+  {
+    ScopedEnv a("ACTORCC_CUDA_ABORT_POLL_US", "-3");
+    EXPECT_EQ(cuda::Settings::local({}, 132).own.abort_poll_us, 20);
+  }
+  {
+    ScopedEnv a("ACTORCC_CUDA_ABORT_POLL_US", "5000000");
+    EXPECT_EQ(cuda::Settings::local({}, 132).own.abort_poll_us, 1000000);
+  }
+  EXPECT_NE(cuda::settings_doc_rows().find("| ACTORCC_CUDA_ABORT_POLL_US |"), std::string::npos);
+}
+
 TEST(CudaSettings, MalformedVariableNamesItself) {
   ScopedEnv a("ACTORCC_CUDA_PUSH_MAX", "4MiB");
   try {

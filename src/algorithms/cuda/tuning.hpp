@@ -15,8 +15,9 @@ namespace actorcc::cuda {
 constexpr size_t kMaxCtaSetting = 1024;
 
 // X(field, type, ACTORCC_CUDA_<env>, default, lo, hi, step, bool?, documented default, what it changes)
-// A numeric variable replaces the default when it is > 0, then is clamped to [lo, hi] and rounded
-// down to a multiple of step; a boolean one is 1/0, true/false, yes/no, on/off.
+// A numeric variable replaces the default when it is > 0 (>= 0 where lo is 0: 0 then means
+// something), then is clamped to [lo, hi] and rounded down to a multiple of step; a boolean one
+// is 1/0, true/false, yes/no, on/off.
 #define ACTORCC_CUDA_SETTINGS(X)                                                                              \
   X(threads, int, THREADS, 512, 1, 512, 1, false, "512", "threads per CTA of the data kernels")              \
   X(ll_threads, int, LL_THREADS, 512, 1, 512, 1, false, "512", "threads per CTA of the LL one-shot")         \
@@ -59,10 +60,21 @@ constexpr size_t kMaxCtaSetting = 1024;
     "time-slices the processes, so every exchange with a rank on the same GPU waits for a switch: for tests " \
     "that run more ranks than there are GPUs")
 
-struct Tuning {
+// The settings each rank reads for itself, never agreed across ranks (same columns): nothing
+// another rank does depends on them, and a rank being measured may want its own value.
+#define ACTORCC_CUDA_RANK_SETTINGS(X)                                                                        \
+  X(abort_poll_us, int, ABORT_POLL_US, 20, 0, 1000000, 1, false, "20",                                      \
+    "how often (us) one thread per GPU reads the host abort word inside spinning kernels; 0 = every "      \
+    "waiting thread reads it (the old behaviour, which stalled calls by ~1 ms after a skew); each rank "   \
+    "uses its own value")
+
 #define ACTORCC_SETTING_FIELD(field, type, env, dflt, lo, hi, step, is_bool, doc_dflt, doc) type field = dflt;
+struct Tuning {
   ACTORCC_CUDA_SETTINGS(ACTORCC_SETTING_FIELD)
-#undef ACTORCC_SETTING_FIELD
 };
+struct RankTuning {
+  ACTORCC_CUDA_RANK_SETTINGS(ACTORCC_SETTING_FIELD)
+};
+#undef ACTORCC_SETTING_FIELD
 
 }  // namespace actorcc::cuda

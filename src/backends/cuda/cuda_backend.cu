@@ -15,7 +15,6 @@
 #include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
-#include "common/env.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "topology/topology.hpp"
@@ -137,12 +136,7 @@ class CudaBackend final : public BackendImpl {
     d.abort_poll = d.counters + cuda::kMaxBlocks;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
-    // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
-    // host abort word (default 20; 0 = every waiting thread at every check, for measurements)
-    {
-      auto v = env::get_int("ACTORCC_CUDA_ABORT_POLL_US");
-      d.abort_poll_ns = static_cast<unsigned long long>(v && *v >= 0 ? *v : 20) * 1000ull;
-    }
+    d.abort_poll_ns = static_cast<unsigned long long>(mine.own.abort_poll_us) * 1000ull;
 
     std::weak_ptr<HostWords> w = words_;
     ctx.abort->on_raise([w] {

@@ -21,7 +21,7 @@ void read(T& field, const char* name, size_t lo, size_t hi, size_t step, bool is
     return;
   }
   auto v = env::get_int(name);
-  if (v && *v > 0) field = static_cast<T>(std::clamp(static_cast<size_t>(*v), lo, hi) / step * step);
+  if (v && (*v > 0 || (lo == 0 && *v == 0))) field = static_cast<T>(std::clamp(static_cast<size_t>(*v), lo, hi) / step * step);
 }
 
 // Fields besides the table's.
@@ -35,6 +35,10 @@ Settings Settings::local(const Options& options, int sm_count) {
 #define ACTORCC_SETTING_READ(field, type, env, dflt, lo, hi, step, is_bool, doc_dflt, doc) \
   read(t.field, "ACTORCC_CUDA_" #env, lo, hi, step, is_bool);
   ACTORCC_CUDA_SETTINGS(ACTORCC_SETTING_READ)
+#undef ACTORCC_SETTING_READ
+#define ACTORCC_SETTING_READ(field, type, env, dflt, lo, hi, step, is_bool, doc_dflt, doc) \
+  read(s.own.field, "ACTORCC_CUDA_" #env, lo, hi, step, is_bool);
+  ACTORCC_CUDA_RANK_SETTINGS(ACTORCC_SETTING_READ)
 #undef ACTORCC_SETTING_READ
   if (t.data_blocks == 0) t.data_blocks = static_cast<int>(std::min<size_t>(kMaxCtaSetting, size_t(std::max(1, sm_count))));
   // Default 136 MiB of push slots: with 132 CTAs and 2 ranks that is 128 KiB tiles, so a
@@ -109,6 +113,7 @@ std::string settings_doc_rows() {
 #define ACTORCC_SETTING_DOC(field, type, env, dflt, lo, hi, step, is_bool, doc_dflt, doc) \
   os << "| ACTORCC_CUDA_" #env " | " << doc << " | " << doc_dflt << " |\n";
   ACTORCC_CUDA_SETTINGS(ACTORCC_SETTING_DOC)
+  ACTORCC_CUDA_RANK_SETTINGS(ACTORCC_SETTING_DOC)
 #undef ACTORCC_SETTING_DOC
   return os.str();
 }

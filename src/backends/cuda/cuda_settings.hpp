@@ -13,6 +13,8 @@ namespace actorcc::cuda {
 
 struct Settings {
   Tuning tune;
+  // This rank's own (ACTORCC_CUDA_RANK_SETTINGS): not encoded; decode() leaves the defaults.
+  RankTuning own;
   std::string algo;            // Options.algo / ACTORCC_ALGO; "" = the planner
   size_t workspace_bytes = 0;  // push slots (the [data] region of kernels/device_comm.cuh)
   // 16 KiB: the LL one-shot (used up to 64 KiB) needs 1 KiB per CTA; larger forced calls take rounds.
@@ -29,7 +31,8 @@ struct Settings {
   static Settings decode(const std::string& blob);
 };
 
-// The rows of docs/settings.md's ACTORCC_CUDA_* table, as the table generates them.
+// The rows of docs/settings.md's ACTORCC_CUDA_* table, as the tables generate them (the agreed
+// settings, then each rank's own).
 std::string settings_doc_rows();
 
 }  // namespace actorcc::cuda

@@ -1,0 +1,179 @@
+// The root's work for a formed group: the small all-gathers, status replies naming the ranks
+// not arrived, aborts forwarded, clean leaves (BYE) and ranks lost without one.
+#include "bootstrap/root_state.hpp"
+
+#include <algorithm>
+#include <string>
+#include <variant>
+
+#include "actorcc/error.hpp"
+#include "common/log.hpp"
+
+namespace actorcc::bootstrap {
+
+using namespace std::chrono;
+using namespace root_detail;
+
+void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
+  if (!welcomed || c.rank < 0) {
+    mark_broken(c, "sent ALLGATHER before the group formed");
+    return;
+  }
+  if (a.seq != sent[c.rank]) {
+    mark_broken(c, "sent allgather #" + std::to_string(a.seq) + " but #" + std::to_string(sent[c.rank]) +
+                       " was expected (protocol error)");
+    return;
+  }
+  ++sent[c.rank];
+  for (int q = 0; q < world; ++q)
+    if (left[q] && sent[q] <= a.seq) {
+      send(c, wire::PeerLost{q, "rank " + std::to_string(q) + " closed the communicator"});
+      return;
+    }
+  Pending& p = pending[a.seq];
+  if (p.have.empty()) {
+    p.blobs.assign(world, {});
+    p.have.assign(world, false);
+  }
+  p.blobs[c.rank] = a.blob;
+  p.have[c.rank] = true;
+  if (++p.count == world) {
+    // Each client keeps its blob within kMaxPayload / world (allgather_limit), so the result
+    // fits one frame; a client that did not would make encode() throw, so check here too.
+    size_t total = 12;
+    for (auto& b : p.blobs) total += 4 + b.size();
+    wire::AllgatherResult r{a.seq, std::move(p.blobs)};
+    pending.erase(a.seq);
+    if (total > wire::kMaxPayload) {
+      broadcast(wire::Abort{-1, "allgather #" + std::to_string(a.seq) + ": the blobs total " + std::to_string(total) +
+                                    " bytes, above the frame bound of " + std::to_string(wire::kMaxPayload)});
+      return;
+    }
+    broadcast(r);
+  }
+}
+
+void RootServer::Impl::on_status(Conn& c, const wire::Status& s) {
+  wire::StatusReply r;
+  r.seq = s.seq;
+  std::vector<std::string> notes;
+  for (int q = 0; q < world; ++q) {
+    if (sent[q] > s.seq) continue;
+    r.missing.push_back(q);
+    if (!gone[q].empty()) notes.push_back("rank " + std::to_string(q) + " " + gone[q]);
+  }
+  if (r.missing.empty()) {
+    r.text = "all ranks have arrived at allgather #" + std::to_string(s.seq);
+  } else {
+    r.text = rank_list(r.missing) + " of " + std::to_string(world) + (r.missing.size() == 1 ? " has" : " have") +
+             " not arrived";
+    for (auto& n : notes) r.text += "; " + n;
+  }
+  send(c, r);
+}
+
+void RootServer::Impl::on_abort(Conn& c, const wire::Abort& a) {
+  if (c.rank < 0) {
+    mark_broken(c, "sent ABORT before joining");
+    return;
+  }
+  LOG_WARN("actorcc root " << where << ": rank " << c.rank << " aborts the group: " << a.reason);
+  wire::Abort fwd{c.rank, a.reason};  // trust the connection, not the claimed rank
+  if (!welcomed && !failure) {
+    failure = fwd;
+  }
+  broadcast(fwd, &c);
+}
+
+void RootServer::Impl::on_bye(Conn& c) {
+  if (c.rank < 0) {
+    c.state = Conn::State::Dead;
+    return;
+  }
+  if (!welcomed) {  // leaving before the group formed breaks the join for everyone
+    mark_broken(c, "left before the group formed");
+    return;
+  }
+  gone[c.rank] = "closed the communicator";
+  left[c.rank] = true;
+  const int leaver = c.rank;
+  detach_rank(c);
+  c.state = Conn::State::Dead;  // nothing more to say to it
+  // An allgather it has not sent can never complete: tell the ranks already waiting in it.
+  fail_unfinishable(leaver);
+}
+
+void RootServer::Impl::fail_unfinishable(int leaver) {
+  for (auto& [seq, p] : pending)
+    if (!p.have.empty() && !p.have[leaver] && p.count > 0) {
+      broadcast(wire::PeerLost{leaver, "rank " + std::to_string(leaver) + " closed the communicator"});
+      return;
+    }
+}
+
+void RootServer::Impl::on_lost(Conn& c) {
+  std::string detail = c.broken_detail;
+  c.state = Conn::State::Dead;
+  if (c.rank < 0) {
+    uint64_t held = 0;
+    if (stranger_log.allow(held))
+      LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail
+                               << held_back(held));
+    return;
+  }
+  detach_rank(c);
+  if (failure && !welcomed) return;  // the group never formed; ranks are leaving after JOIN_FAILED
+  std::string reason = "rank " + std::to_string(c.rank) + " (" + joined_from[c.rank] + ") " +
+                       (detail == "connection closed" ? std::string("disconnected without leaving (process died?)")
+                                                      : "was lost: " + detail);
+  gone[c.rank] = "disconnected";
+  wire::PeerLost m{c.rank, reason};
+  if (!welcomed) {
+    LOG_WARN("actorcc root " << where << ": " << reason);
+    fail_group(m);
+    return;
+  }
+  if (!losses) {
+    int connected = 1;  // c itself, already detached
+    for (const Conn* q : rank_conn) connected += q != nullptr;
+    losses = LossBatch{Clock::now(), connected, {}, {}};
+  }
+  losses->ranks.push_back(c.rank);
+  losses->reasons.push_back(reason);
+  broadcast(m);
+  log_losses(false);
+}
+
+void RootServer::Impl::log_losses(bool ending) {
+  if (!losses) return;
+  const bool together = static_cast<int>(losses->ranks.size()) == losses->connected;
+  if (!together && !ending && Clock::now() - losses->first < kLossGrace) return;
+  std::sort(losses->ranks.begin(), losses->ranks.end());
+  if (together)
+    LOG_INFO("actorcc root " << where << ": " << rank_list(losses->ranks) << " disconnected together (their "
+                             << "processes ended at once, as when a job shuts down): the group is over");
+  else
+    for (const auto& r : losses->reasons) LOG_WARN("actorcc root " << where << ": " << r);
+  losses.reset();
+}
+
+void RootServer::Impl::dispatch(Conn& c, wire::Message&& m) {
+  if (c.state != Conn::State::Open) return;  // rejected/closing: ignore what it still sends
+  if (c.rank < 0 && !std::holds_alternative<wire::Hello>(m)) {
+    mark_broken(c, std::string("sent ") + wire::to_string(wire::type_of(m)) + " before HELLO");
+    return;
+  }
+  std::visit(
+      [&](auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, wire::Hello>) on_hello(c, x);
+        else if constexpr (std::is_same_v<T, wire::Allgather>) on_allgather(c, x);
+        else if constexpr (std::is_same_v<T, wire::Status>) on_status(c, x);
+        else if constexpr (std::is_same_v<T, wire::Abort>) on_abort(c, x);
+        else if constexpr (std::is_same_v<T, wire::Bye>) on_bye(c);
+        else mark_broken(c, std::string("sent ") + wire::to_string(wire::type_of(m)) + ", which only the root sends");
+      },
+      m);
+}
+
+}  // namespace actorcc::bootstrap

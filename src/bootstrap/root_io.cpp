@@ -1,0 +1,257 @@
+// The root's poll() loop: non-blocking output with a bound per peer, accepting (with a cap on
+// connections that have not said HELLO and a back-off when descriptors run out), reading frames,
+// the HELLO / linger / join deadlines, and freeing connections that are done.
+#include "bootstrap/root_state.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "actorcc/error.hpp"
+#include "common/log.hpp"
+
+namespace actorcc::bootstrap {
+
+using namespace std::chrono;
+using namespace root_detail;
+
+void RootServer::Impl::flush(Conn& c) {
+  while (c.out_pos < c.out.size()) {
+    ssize_t k = ::send(c.fd.get(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      c.out_pos += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    mark_broken(c, k < 0 ? std::strerror(errno) : "send returned 0");
+    return;
+  }
+  if (c.out_pos == c.out.size()) {
+    c.out.clear();
+    c.out_pos = 0;
+    // A rejected connection: half-close after the REJECT so the peer reads it before EOF.
+    if (c.state == Conn::State::Closing && !c.write_shut) {
+      ::shutdown(c.fd.get(), SHUT_WR);
+      c.write_shut = true;
+    }
+  }
+}
+
+void RootServer::Impl::send(Conn& c, const wire::Message& m) {
+  if (c.state != Conn::State::Open) return;
+  c.out += wire::encode(m);  // callers keep messages within the frame bound
+  if (c.out.size() - c.out_pos > kMaxOutBuffer) {
+    mark_broken(c, "stopped reading (output buffer over " + std::to_string(kMaxOutBuffer >> 20) + " MiB)");
+    return;
+  }
+  flush(c);
+}
+
+void RootServer::Impl::broadcast(const wire::Message& m, const Conn* except) {
+  for (Conn* c : rank_conn)
+    if (c && c != except) send(*c, m);
+}
+
+void RootServer::Impl::close_after(Conn& c, const wire::Message& m) {
+  send(c, m);
+  if (c.state != Conn::State::Open) return;
+  c.state = Conn::State::Closing;
+  c.close_by = Clock::now() + kCloseLinger;
+  detach_rank(c);
+  flush(c);
+}
+
+void RootServer::Impl::mark_broken(Conn& c, const std::string& detail) {
+  if (c.state == Conn::State::Dead || c.state == Conn::State::Broken) return;
+  if (c.state == Conn::State::Closing) {
+    c.state = Conn::State::Dead;
+    return;
+  }
+  c.state = Conn::State::Broken;
+  c.broken_detail = detail;
+}
+
+void RootServer::Impl::detach_rank(Conn& c) {
+  if (c.rank >= 0 && c.rank < static_cast<int>(rank_conn.size()) && rank_conn[c.rank] == &c) rank_conn[c.rank] = nullptr;
+}
+
+size_t RootServer::Impl::unauthenticated() const {
+  size_t n = 0;
+  for (const Conn& c : conns)
+    if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
+  return n;
+}
+
+void RootServer::Impl::evict_oldest_stranger() {
+  for (Conn& c : conns)
+    if (c.rank < 0 && c.state != Conn::State::Dead) {
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
+                                 << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+      c.state = Conn::State::Dead;
+      return;
+    }
+}
+
+void RootServer::Impl::accept_all() {
+  size_t strangers = unauthenticated();
+  for (;;) {
+    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // drained
+      // Out of descriptors or memory: the pending connection stays queued and the listener
+      // stays readable, so back off rather than spin; the stragglers' HELLO timeouts free fds.
+      const int e = errno;
+      accept_paused_until = Clock::now() + kAcceptBackoff;
+      uint64_t held = 0;
+      if (stranger_log.allow(held))
+        LOG_WARN("actorcc root " << where << ": accept() failed: " << std::strerror(e) << "; retrying in "
+                                 << kAcceptBackoff.count() << " ms" << held_back(held));
+      return;
+    }
+    if (strangers >= kMaxUnauthenticated)
+      evict_oldest_stranger();  // freed by the next sweep()
+    else
+      ++strangers;
+    Conn& c = conns.emplace_back();
+    c.fd.reset(fd);
+    net::set_nodelay(fd);
+    c.peer = net::peer_name(fd);
+    c.hello_by = Clock::now() + kHelloTimeout;
+  }
+}
+
+void RootServer::Impl::read_from(Conn& c) {
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t k = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+    if (k > 0) {
+      if (c.state != Conn::State::Open) continue;  // draining a closing connection
+      c.in.feed(buf, static_cast<size_t>(k));
+      try {
+        while (c.state == Conn::State::Open) {
+          auto m = c.in.next();
+          if (!m) break;
+          dispatch(c, std::move(*m));
+        }
+      } catch (const wire::WireError& e) {
+        mark_broken(c, std::string("sent a malformed frame: ") + e.what());
+      }
+      if (c.state != Conn::State::Open && c.state != Conn::State::Closing) return;
+      continue;
+    }
+    if (k == 0) {
+      if (c.state == Conn::State::Closing) c.state = Conn::State::Dead;
+      mark_broken(c, "connection closed");
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    mark_broken(c, std::strerror(errno));
+    return;
+  }
+}
+
+void RootServer::Impl::on_timers() {
+  log_losses(false);
+  auto now = Clock::now();
+  for (Conn& c : conns) {
+    if (c.state == Conn::State::Open && c.rank < 0 && now >= c.hello_by) mark_broken(c, "sent no HELLO within 5 s");
+    if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
+  }
+  if (join_deadline && !welcomed && !failure && now >= *join_deadline) {
+    std::vector<int> missing;
+    for (int q = 0; q < world; ++q)
+      if (joined_from[q].empty()) missing.push_back(q);
+    std::string msg = rank_list(missing) + " of " + std::to_string(world) + " did not join within " +
+                      seconds_text(join_timeout_ms);
+    LOG_WARN("actorcc root " << where << ": " << msg);
+    fail_group(wire::JoinFailed{msg});
+  }
+}
+
+void RootServer::Impl::sweep() {
+  for (bool again = true; again;) {
+    again = false;
+    for (Conn& c : conns)
+      if (c.state == Conn::State::Broken) {
+        on_lost(c);
+        again = true;
+      }
+  }
+  conns.remove_if([&](Conn& c) {
+    if (c.state != Conn::State::Dead) return false;
+    detach_rank(c);
+    return true;
+  });
+}
+
+bool RootServer::Impl::done() const {
+  if (!welcomed && !failure) return false;
+  // A group that failed while forming keeps answering latecomers with the reason until its
+  // join deadline, rather than leaving them to retry a closed port until theirs.
+  if (!welcomed && join_deadline && Clock::now() < *join_deadline) return false;
+  for (const Conn& c : conns)
+    if (c.rank >= 0) return false;
+  return true;
+}
+
+int RootServer::Impl::poll_timeout() const {
+  auto now = Clock::now();
+  auto next = now + milliseconds(1000);
+  if (accept_paused_until > now) next = std::min(next, accept_paused_until);
+  if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
+  if (losses) next = std::min(next, losses->first + kLossGrace);
+  for (const Conn& c : conns) {
+    if (c.state == Conn::State::Open && c.rank < 0) next = std::min(next, c.hello_by);
+    if (c.state == Conn::State::Closing) next = std::min(next, c.close_by);
+  }
+  if (next <= now) return 0;
+  return static_cast<int>(duration_cast<milliseconds>(next - now).count()) + 1;
+}
+
+void RootServer::Impl::run() {
+  std::vector<pollfd> pfds;
+  std::vector<Conn*> order;
+  while (!stop.load(std::memory_order_acquire)) {
+    pfds.clear();
+    order.clear();
+    pfds.push_back({wake_r.get(), POLLIN, 0});
+    // fd -1: poll ignores the listener while accepting is paused (see kAcceptBackoff).
+    pfds.push_back({Clock::now() < accept_paused_until ? -1 : listener.get(), POLLIN, 0});
+    for (Conn& c : conns) {
+      short ev = POLLIN;
+      if (c.out_pos < c.out.size()) ev |= POLLOUT;
+      pfds.push_back({c.fd.get(), ev, 0});
+      order.push_back(&c);
+    }
+    int r = ::poll(pfds.data(), pfds.size(), poll_timeout());
+    if (r < 0 && errno != EINTR) {
+      LOG_ERROR("actorcc root " << where << ": poll failed: " << std::strerror(errno) << "; root stops");
+      return;
+    }
+    if (stop.load(std::memory_order_acquire)) break;
+    if (r > 0) {
+      if (pfds[1].revents & POLLIN) accept_all();
+      for (size_t i = 0; i < order.size(); ++i) {
+        short rev = pfds[i + 2].revents;
+        Conn& c = *order[i];
+        if (rev & POLLOUT) flush(c);
+        if (rev & (POLLIN | POLLHUP | POLLERR)) read_from(c);
+      }
+    }
+    on_timers();
+    sweep();
+    if (done()) break;
+  }
+  log_losses(true);
+}
+
+}  // namespace actorcc::bootstrap

@@ -1,0 +1,210 @@
+// Private to the root server's files (root.cpp, root_admission.cpp, root_group.cpp,
+// root_io.cpp): its state and limits. One poll()-driven thread owns all of it, so nothing
+// here is locked except the two atomics that other threads read.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/root.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/wire.hpp"
+#include "common/deadline.hpp"
+
+namespace actorcc::bootstrap {
+
+namespace root_detail {
+
+// A connection must say HELLO this soon after connecting, else it is a stray (port scanner,
+// wrong program) and is dropped without disturbing the group.
+inline constexpr std::chrono::milliseconds kHelloTimeout(5000);
+// A rejected connection gets this long to read its REJECT and hang up.
+inline constexpr std::chrono::milliseconds kCloseLinger(2000);
+// A peer that stops reading must not make the root buffer without bound.
+inline constexpr size_t kMaxOutBuffer = 512u << 20;
+// How late the root may log a rank lost after the group formed (see Impl::LossBatch).
+inline constexpr std::chrono::milliseconds kLossGrace(2000);
+// Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
+// at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
+// fds, and a real rank (which says HELLO right after connecting) still gets in.
+inline constexpr size_t kMaxUnauthenticated = 64;
+// No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
+inline constexpr int kMaxWorld = 1 << 16;
+// accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
+// listener this long instead of polling it again at once (which spins at full CPU).
+inline constexpr std::chrono::milliseconds kAcceptBackoff(200);
+
+// Log lines about strangers (rejected tokens, strays, the caps) are limited to a few per window,
+// with the count of those held back, so a flood cannot fill the log.
+class RateLimitedLog {
+ public:
+  // True when a line may be written now; `suppressed` receives how many were held back since.
+  bool allow(uint64_t& suppressed) {
+    auto now = Clock::now();
+    if (now - window_start_ >= kWindow) {
+      window_start_ = now;
+      in_window_ = 0;
+    }
+    if (in_window_ >= kPerWindow) {
+      ++held_;
+      return false;
+    }
+    ++in_window_;
+    suppressed = held_;
+    held_ = 0;
+    return true;
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kWindow{10000};
+  static constexpr int kPerWindow = 5;
+  Clock::time_point window_start_{};
+  int in_window_ = 0;
+  uint64_t held_ = 0;
+};
+
+inline std::string held_back(uint64_t n) {
+  return n ? " (" + std::to_string(n) + " similar lines held back)" : std::string();
+}
+
+// Compares tokens in time independent of where they differ.
+inline bool same_token(const wire::Token& a, const wire::Token& b) {
+  uint8_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str();
+}
+
+// The timeout as the user set it: HELLO carries what was left of it when the rank connected
+// (999 ms of a 1 s timeout), so round to tenths of a second.
+inline std::string seconds_text(uint64_t ms) {
+  if (ms < 100) return std::to_string(ms) + " ms";
+  uint64_t tenths = (ms + 50) / 100;
+  std::string s = std::to_string(tenths / 10);
+  if (tenths % 10) {
+    s += '.';
+    s += std::to_string(tenths % 10);
+  }
+  return s + " s";
+}
+
+inline Clock::time_point saturating_after(Clock::time_point now, uint64_t ms) {
+  auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now).count();
+  if (ms >= static_cast<uint64_t>(limit)) return Clock::time_point::max();
+  return now + std::chrono::milliseconds(ms);
+}
+
+struct Conn {
+  enum class State { Open, Closing, Broken, Dead };
+  net::Fd fd;
+  std::string peer;  // "ip:port"
+  wire::FrameDecoder in;
+  std::string out;  // bytes not yet accepted by the kernel
+  size_t out_pos = 0;
+  State state = State::Open;
+  std::string broken_detail;
+  Clock::time_point hello_by{};  // only before HELLO
+  Clock::time_point close_by{};  // only while Closing
+  int rank = -1;                 // >= 0 once admitted
+  bool write_shut = false;
+  Conn() { in.set_max_payload(wire::kMaxHelloPayload); }  // lifted once admitted
+};
+
+}  // namespace root_detail
+
+struct RootServer::Impl {
+  using Conn = root_detail::Conn;
+  net::Fd listener;
+  net::Fd wake_r, wake_w;  // self-pipe: stop() wakes poll()
+  wire::Token token;
+  int expected_world = 0;  // from the id (from_address path); 0 = fixed by the first HELLO
+  std::string where;  // listener address, for log lines
+  std::atomic<bool> stop{false};
+  std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
+  root_detail::RateLimitedLog stranger_log;
+  Clock::time_point accept_paused_until{};
+
+  std::list<Conn> conns;  // list: stable addresses for rank_conn
+  int world = -1;
+  std::string world_fixed_by;
+  std::vector<Conn*> rank_conn;      // open connection of each admitted rank
+  std::vector<std::string> joined_from;  // "host H pid P at ip:port" per admitted rank
+  std::vector<std::string> blobs;
+  int joined = 0;
+  std::optional<Clock::time_point> join_deadline;
+  uint64_t join_timeout_ms = 0;
+  bool welcomed = false;
+  std::optional<wire::Message> failure;  // set once the group can no longer form
+  std::vector<uint64_t> sent;            // allgathers each rank has sent
+  std::vector<std::string> gone;         // why a rank is no longer connected ("" = connected)
+  std::vector<bool> left;                // left cleanly (BYE) after the group formed
+  struct Pending {
+    std::vector<std::string> blobs;
+    std::vector<bool> have;
+    int count = 0;
+  };
+  std::map<uint64_t, Pending> pending;
+  // Ranks lost after the group formed, not yet logged. The peers are told at once (PeerLost);
+  // only the root's own log line waits up to kLossGrace: when every rank still connected is
+  // lost within it, the processes ended together (ray.shutdown() kills every actor at once),
+  // which is the group's end, not a failure, and is logged so, in one line at info level.
+  struct LossBatch {
+    Clock::time_point first;
+    int connected = 0;  // ranks connected just before the first loss
+    std::vector<int> ranks;
+    std::vector<std::string> reasons;
+  };
+  std::optional<LossBatch> losses;
+
+  // ---- output (root_io.cpp) ----
+  void flush(Conn& c);
+  void send(Conn& c, const wire::Message& m);
+  void broadcast(const wire::Message& m, const Conn* except = nullptr);
+  void close_after(Conn& c, const wire::Message& m);
+  void mark_broken(Conn& c, const std::string& detail);
+  void detach_rank(Conn& c);
+
+  // ---- admission (root_admission.cpp) ----
+  void fail_group(const wire::Message& m);
+  void on_hello(Conn& c, const wire::Hello& h);
+
+  // ---- the formed group (root_group.cpp) ----
+  void on_allgather(Conn& c, const wire::Allgather& a);
+  void on_status(Conn& c, const wire::Status& s);
+  void on_abort(Conn& c, const wire::Abort& a);
+  void on_bye(Conn& c);
+  // Allgathers that wait for `leaver` (which left cleanly) fail now, naming it; later ones
+  // fail as they are called (on_allgather).
+  void fail_unfinishable(int leaver);
+  // A connection ended without BYE (EOF, error, garbage, protocol error).
+  void on_lost(Conn& c);
+  void log_losses(bool ending);
+  void dispatch(Conn& c, wire::Message&& m);
+
+  // ---- I/O events and timers (root_io.cpp) ----
+  size_t unauthenticated() const;
+  // Closes the longest-waiting unauthenticated connection (conns is in accept order).
+  void evict_oldest_stranger();
+  void accept_all();
+  void read_from(Conn& c);
+  void on_timers();
+  // Handles broken connections (which may break others through the broadcasts they cause)
+  // until none is left, then frees the dead ones.
+  void sweep();
+  bool done() const;
+  int poll_timeout() const;
+  void run();
+};
+
+}  // namespace actorcc::bootstrap

@@ -34,14 +34,18 @@ class Error : public std::runtime_error {
   int rank_;
 };
 
-class InvalidArgument : public Error {
+// One type per code, so a caller can catch exactly the failures it handles.
+template <ErrorCode C>
+class CodedError : public Error {
  public:
-  explicit InvalidArgument(const std::string& m, int rank = -1) : Error(ErrorCode::InvalidArgument, m, rank) {}
+  explicit CodedError(const std::string& m, int rank = -1) : Error(C, m, rank) {}
 };
-class TimeoutError : public Error {
- public:
-  explicit TimeoutError(const std::string& m, int rank = -1) : Error(ErrorCode::Timeout, m, rank) {}
-};
+using InvalidArgument = CodedError<ErrorCode::InvalidArgument>;
+using TimeoutError = CodedError<ErrorCode::Timeout>;
+using SystemError = CodedError<ErrorCode::System>;
+using CudaError = CodedError<ErrorCode::Cuda>;
+using UnsupportedError = CodedError<ErrorCode::Unsupported>;
+
 // Another rank failed; culprit() names it (-1 when the root itself is gone).
 class RemoteError : public Error {
  public:
@@ -51,18 +55,6 @@ class RemoteError : public Error {
 
  private:
   int culprit_;
-};
-class SystemError : public Error {
- public:
-  explicit SystemError(const std::string& m, int rank = -1) : Error(ErrorCode::System, m, rank) {}
-};
-class CudaError : public Error {
- public:
-  explicit CudaError(const std::string& m, int rank = -1) : Error(ErrorCode::Cuda, m, rank) {}
-};
-class UnsupportedError : public Error {
- public:
-  explicit UnsupportedError(const std::string& m, int rank = -1) : Error(ErrorCode::Unsupported, m, rank) {}
 };
 
 }  // namespace actorcc

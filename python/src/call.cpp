@@ -98,25 +98,26 @@ void prepare_more(Call& call, PyComm& pc, nb::handle send_h, nb::handle recv_h, 
       call.count = call.send.count;
       return;
     case Collective::Gather:
-      call.send = get(send_h, false, "tensor");
-      call.count = call.send.count;
+    case Collective::Scatter: {
+      // Mirror images: gather's per-rank input and the root's output of world_size of them;
+      // scatter's per-rank output and the root's input of world_size of them.
+      const bool gather = c == Collective::Gather;
+      Buf& part = gather ? call.send : call.recv;
+      Buf& whole = gather ? call.recv : call.send;
+      const char* part_side = gather ? "input" : "output";
+      const char* whole_side = gather ? "output" : "input";
+      part = get(gather ? send_h : recv_h, !gather, gather ? "tensor" : "output tensor");
+      call.count = part.count;
       if (root) {
-        if (recv_h.is_none()) throw_invalid("gather: the root needs an output tensor (out=)", r);
-        call.recv = get(recv_h, true, "output tensor");
+        if ((gather ? recv_h : send_h).is_none())
+          throw_invalid(gather ? "gather: the root needs an output tensor (out=)" : "scatter: the root needs an input tensor", r);
+        whole = get(gather ? recv_h : send_h, gather, gather ? "output tensor" : "input tensor");
         same_kind(call.send, call.recv);
-        size_is(call.recv, call.count * w, "output", "world_size * input = " + std::to_string(w) + " * " + std::to_string(call.count));
+        size_is(whole, call.count * w, whole_side,
+                std::string("world_size * ") + part_side + " = " + std::to_string(w) + " * " + std::to_string(call.count));
       }
       return;
-    case Collective::Scatter:
-      call.recv = get(recv_h, true, "output tensor");
-      call.count = call.recv.count;
-      if (root) {
-        if (send_h.is_none()) throw_invalid("scatter: the root needs an input tensor", r);
-        call.send = get(send_h, false, "input tensor");
-        same_kind(call.send, call.recv);
-        size_is(call.send, call.count * w, "input", "world_size * output = " + std::to_string(w) + " * " + std::to_string(call.count));
-      }
-      return;
+    }
     default: throw_invalid("bad collective code", r);
   }
 }

@@ -8,28 +8,27 @@
 namespace actorcc::py {
 namespace {
 
+// The DLPack (code, bits) of each DataType the library reduces.
+struct DlpackDtype {
+  nb::dlpack::dtype_code code;
+  uint8_t bits;
+  DataType dtype;
+};
+constexpr DlpackDtype kDlpackDtypes[] = {
+    {nb::dlpack::dtype_code::Float, 32, DataType::Float32}, {nb::dlpack::dtype_code::Float, 16, DataType::Float16},
+    {nb::dlpack::dtype_code::Float, 64, DataType::Float64}, {nb::dlpack::dtype_code::Bfloat, 16, DataType::BFloat16},
+    {nb::dlpack::dtype_code::Int, 8, DataType::Int8},       {nb::dlpack::dtype_code::Int, 32, DataType::Int32},
+    {nb::dlpack::dtype_code::Int, 64, DataType::Int64},     {nb::dlpack::dtype_code::UInt, 8, DataType::UInt8},
+};
+
 bool map_dlpack_dtype(nb::dlpack::dtype t, DataType& out) {
-  using C = nb::dlpack::dtype_code;
   if (t.lanes != 1) return false;
-  switch (static_cast<C>(t.code)) {
-    case C::Float:
-      if (t.bits == 32) return out = DataType::Float32, true;
-      if (t.bits == 16) return out = DataType::Float16, true;
-      if (t.bits == 64) return out = DataType::Float64, true;
-      return false;
-    case C::Bfloat:
-      if (t.bits == 16) return out = DataType::BFloat16, true;
-      return false;
-    case C::Int:
-      if (t.bits == 8) return out = DataType::Int8, true;
-      if (t.bits == 32) return out = DataType::Int32, true;
-      if (t.bits == 64) return out = DataType::Int64, true;
-      return false;
-    case C::UInt:
-      if (t.bits == 8) return out = DataType::UInt8, true;
-      return false;
-    default: return false;
-  }
+  for (const auto& d : kDlpackDtypes)
+    if (t.code == static_cast<uint8_t>(d.code) && t.bits == d.bits) {
+      out = d.dtype;
+      return true;
+    }
+  return false;
 }
 
 std::string dlpack_dtype_name(nb::dlpack::dtype t) {

@@ -8,6 +8,21 @@
 
 using namespace actorcc;
 
+namespace {
+
+// validate_args on rank 1 of `world` throws InvalidArgument whose text names `needle` and the rank.
+void expect_invalid_on_rank1(const CollArgs& x, int world, const char* needle) {
+  try {
+    validate_args(x, 1, world);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
 TEST(Types, DtypeSizesAndNamesRoundTrip) {
   size_t want[] = {4, 2, 2, 8, 1, 1, 4, 8};
   for (int i = 0; i < kNumDataTypes; ++i) {
@@ -50,15 +65,7 @@ TEST(Validate, RejectsBadArgumentsNamingThem) {
   float a[4], b[4];
   CollArgs ok{Collective::AllReduce, a, b, 4, DataType::Float32, RedOp::Sum, 0, nullptr};
   EXPECT_NO_THROW(validate_args(ok, 0, 2));
-  auto expect_bad = [](CollArgs x, const char* needle) {
-    try {
-      validate_args(x, 1, 2);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
-    }
-  };
+  auto expect_bad = [](const CollArgs& x, const char* needle) { expect_invalid_on_rank1(x, 2, needle); };
   CollArgs x = ok;
   x.send = nullptr;
   expect_bad(x, "send buffer is null");
@@ -95,15 +102,7 @@ TEST(Validate, RejectsBadArgumentsNamingThem) {
 
 TEST(Validate, PointToPointAndRootedCallsNameWhatIsWrong) {
   float a[8], b[8];
-  auto expect_bad = [](const CollArgs& x, const char* needle) {
-    try {
-      validate_args(x, 1, 3);
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
-    }
-  };
+  auto expect_bad = [](const CollArgs& x, const char* needle) { expect_invalid_on_rank1(x, 3, needle); };
   CollArgs send{Collective::Send, a, nullptr, 8, DataType::Float32, RedOp::Sum, 0, nullptr};
   send.peer = 2;
   EXPECT_NO_THROW(validate_args(send, 1, 3));

@@ -44,6 +44,17 @@ namespace {
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
+// Sets the handler of the signals that stop a run (Ctrl-C, kill, a closed terminal).
+// Async-signal-safe: the child calls it between fork and exec.
+void handle_stop_signals(void (*handler)(int)) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+}
+
 using Clock = std::chrono::steady_clock;
 double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -290,12 +301,7 @@ void Launcher::spawn(WorkerProc& w) {
     setpgid(0, 0);                     // own group: a terminal's Ctrl-C reaches only the launcher
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the launcher, even if it is SIGKILLed
     if (getppid() != parent) _exit(126);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGHUP, &sa, nullptr);
+    handle_stop_signals(SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -448,12 +454,7 @@ int Launcher::run() {
   // id that it hands to its actors.
   id_hex_ = UniqueId::create(c_.addr).to_string();
 
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  handle_stop_signals(on_signal);
 
   auto t_start = Clock::now();
   last_progress_ = t_start;

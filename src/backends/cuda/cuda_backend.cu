@@ -73,9 +73,9 @@ class CudaBackend final : public BackendImpl {
     if (device_ < 0) check(cudaGetDevice(&device_), "cudaGetDevice");
     if (ctx.world == 1) return;  // a one-rank group only copies; nothing to share
     if (ctx.num_nodes > 1)
-      throw UnsupportedError("rank " + std::to_string(ctx.rank) +
-                             ": the CUDA backend serves one node; this group spans " + std::to_string(ctx.num_nodes) +
-                             " nodes (the inter-node NCCL rail transport is not built yet)");
+      throw UnsupportedError("the CUDA backend serves one node; this group spans " + std::to_string(ctx.num_nodes) +
+                                 " nodes (the inter-node NCCL rail transport is not built yet)",
+                             ctx.rank);
     if (ctx.world > cuda::kMaxRanks)
       throw UnsupportedError("the CUDA backend supports up to " + std::to_string(cuda::kMaxRanks) + " ranks per node");
     Deadline dl = Deadline::after(ctx.options.join_timeout);

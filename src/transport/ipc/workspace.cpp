@@ -160,9 +160,8 @@ std::unique_ptr<SharedWorkspace> SharedWorkspace::create(GroupContext& ctx, int 
   }
   bad = gather_errors(ctx, err, dl);
   if (!bad.empty() || !fails.empty())
-    throw UnsupportedError("rank " + std::to_string(me) +
-                               ": the local GPUs cannot map each other's memory (no P2P/NVLink path between them?). "
-                               "VMM: " + why_vmm + ". cudaIpc: " + (fails.empty() ? bad : fails),
+    throw UnsupportedError("the local GPUs cannot map each other's memory (no P2P/NVLink path between them?). "
+                           "VMM: " + why_vmm + ". cudaIpc: " + (fails.empty() ? bad : fails),
                            me);
   ws->mode_ = "cudaipc";
   ws->size_ = bytes;

@@ -213,8 +213,7 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int world, const std::string& id, i
     try {
       if (wait.check) wait.check();
       if (dl.expired())
-        throw TimeoutError("rank " + std::to_string(wait.rank) +
-                               ": NCCL setup (ncclCommInitRank) did not finish within " +
+        throw TimeoutError("NCCL setup (ncclCommInitRank) did not finish within " +
                                std::to_string(wait.limit.count() / 1000) +
                                " s: a rank has not reached it, has failed in it, or cannot reach this one over "
                                "NCCL's transports",

@@ -63,7 +63,7 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
     for (auto& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
     int wait_ms = static_cast<int>(std::min<int64_t>(deadline.remaining().count(), 50));
     int r = ::poll(fds.data(), fds.size(), wait_ms);
-    if (r < 0 && errno != EINTR) throw SystemError(std::string("rank ") + std::to_string(self) + ": poll: " + std::strerror(errno), self);
+    if (r < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + std::strerror(errno), self);
     if (fds[0].revents & POLLIN) {
       int c = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c >= 0) {

@@ -105,7 +105,8 @@ TEST(Tally, CountsCasesAndFailuresByEveryKey) {
   EXPECT_EQ(t.failures(), 1);
   const std::string table = t.table();
   EXPECT_NE(table.find("all_reduce     float16  sum  4     <=4K  2 1"), std::string::npos) << table;
-  EXPECT_NE(table.find("COUNT-BY band        <=64M"), std::string::npos) << table;
+  EXPECT_NE(table.find("COUNT-BY band       <=64M          1 0"), std::string::npos) << table;
+  EXPECT_NE(table.find("COUNT-TOTAL cases 3 failures 1"), std::string::npos) << table;
   EXPECT_NE(t.json().find("\"band\": \"<=64M\", \"cases\": 1, \"failures\": 0"), std::string::npos) << t.json();
 }
 

@@ -126,13 +126,16 @@ phase_shared() {
   group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
 }
 
-# evidence W: W ranks round-robin over the GPUs (all on one where one is lent), the evidence
-# matrix for S seconds; the step's cap leaves the group's start and end on top.
+# evidence W: W ranks round-robin over the GPUs (all on one where one is lent; --shared-gpu
+# where they share), the evidence matrix for S seconds; the step's cap leaves the group's start
+# and end on top.
 phase_evidence() {
   ensure_build gpu || return
-  local w=$1 s
+  local w=$1 s share=--shared-gpu
   case $w in 2) s=14 ;; 3) s=16 ;; 4) s=18 ;; *) s=20 ;; esac
-  group "evidence-$w" $((s + 14)) "$(devlist "$w")" "" --shared-gpu --evidence "$s"
+  [ "$w" -le "$NGPU" ] && share=
+  # shellcheck disable=SC2086  # share: no word when the ranks have a GPU each
+  group "evidence-$w" $((s + 14)) "$(devlist "$w")" "" $share --evidence "$s"
   grep -h "^COUNT-BY\|^COUNT-TOTAL" "$OUT/logs/evidence-$w.log" | head -40
 }
 

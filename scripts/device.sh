@@ -13,6 +13,12 @@
 #               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu); on one GPU
 #               4 ranks run every 2nd case, 8 ranks every 6th. shared2 ... shared8: one world
 #               (caps 100, 130, 150, 200)
+#   evidence    the evidence matrix (gpu_worker --evidence S: every dtype x op of all_reduce and
+#               reduce_scatter, every dtype of all_gather and broadcast, misaligned and in place
+#               in turn, sizes growing per pass) for 2, 3, 4 and 8 ranks sharing the GPUs, each
+#               world time-capped (14-20 s of cases, caps 28-35 s: <= 125 s in all); the case
+#               counts by collective, dtype, op, world and size band in $OUT/counts/ and
+#               counts.txt. evidence2 ... evidence8: one world
 #   vnodes      two virtual nodes (ACTORCC_NODE_ID per rank): the NCCL path, every collective
 #               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
@@ -30,7 +36,7 @@
 #               path on 2+ GPUs) and the torch.distributed backend (test_torch_backend.py); builds
 #               the library and the extension (preset gpu with ACTORCC_PYTHON=ON), ~7 min on 1 GPU:
 #               run it alone with DEVICE_BUDGET=590
-#   all         build tier shared vnodes mutations bench p2p
+#   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -82,13 +88,17 @@ devlist() {  # n ranks -> comma list of GPUs, round-robin
   for ((i = 0; i < n; i++)); do s+="${s:+,}$((i % NGPU))"; done
   echo "$s"
 }
-group() {  # name cap devices env worker-args...: one gpu_worker per entry of devices (a comma list)
+# group name cap devices env worker-args...: one gpu_worker per entry of devices (a comma list);
+# each rank's case counts go to $OUT/counts/NAME/, rank 0's total line to counts.txt.
+group() {
   local name=$1 cap=$2 devs=$3 envs=$4
   shift 4
+  mkdir -p "$OUT/counts/$name"
   # shellcheck disable=SC2086  # envs: words on purpose
   step "$name" "$cap" env $envs "$G/gpu_launch" --devices "$devs" --ids 32 --timeout $((cap - 5)) -- \
-    "$G/gpu_worker" "$@" || FAILED=1
+    "$G/gpu_worker" --counts "$OUT/counts/$name" "$@" || FAILED=1
   tier_lines "$name"
+  printf '%-30s %s\n' "$name" "$(grep -h '^COUNT-TOTAL' "$OUT/logs/$name.log" | head -1)" >>"$OUT/counts.txt"
 }
 
 phase_build() { ensure_build gpu; }
@@ -114,6 +124,19 @@ phase_shared() {
   case $w in 2) cap=100 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=6 ;; esac
   [ "$NGPU" -ge 2 ] && sample=1
   group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
+}
+
+# evidence W: W ranks round-robin over the GPUs (all on one where one is lent; --shared-gpu
+# where they share), the evidence matrix for S seconds; the step's cap leaves the group's start
+# and end on top.
+phase_evidence() {
+  ensure_build gpu || return
+  local w=$1 s share=--shared-gpu
+  case $w in 2) s=14 ;; 3) s=16 ;; 4) s=18 ;; *) s=20 ;; esac
+  [ "$w" -le "$NGPU" ] && share=
+  # shellcheck disable=SC2086  # share: no word when the ranks have a GPU each
+  group "evidence-$w" $((s + 14)) "$(devlist "$w")" "" $share --evidence "$s"
+  grep -h "^COUNT-BY\|^COUNT-TOTAL" "$OUT/logs/evidence-$w.log" | head -40
 }
 
 phase_vnodes() {
@@ -209,9 +232,9 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,33p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,40p' "$0"; exit 2; }
 phases=("$@")
-[ "$*" = all ] && phases=(build tier shared vnodes mutations bench p2p)
+[ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
   echo "== device.sh ${phases[*]}: $NGPU GPU(s), budget ${BUDGET}s, $(date -u +%FT%TZ)"
   nvidia-smi -L 2>&1
@@ -222,6 +245,8 @@ for p in "${phases[@]}"; do
     build | tier | vnodes | mutations | bench | timeout | tune | p2p) "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
+    evidence) for w in 2 3 4 8; do phase_evidence $w; done ;;
+    evidence2 | evidence3 | evidence4 | evidence8) phase_evidence "${p#evidence}" ;;
     *) echo "unknown phase '$p'"; exit 2 ;;
   esac
 done

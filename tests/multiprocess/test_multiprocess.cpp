@@ -2,7 +2,9 @@
 // the root), spawns mp_worker processes with their own arguments, waits for them with a
 // timeout, kills leftovers, and checks exit codes, stderr and /dev/shm.
 #include <algorithm>
+#include <iostream>
 #include <random>
+#include <sstream>
 
 #include "procs.hpp"
 
@@ -24,6 +26,10 @@ TEST_P(Matrix, EveryCollectiveDtypeOpCount) {
   for (int r = 0; r < world; ++r) p.spawn(worker_args(id, r, world, "matrix", {"--timeout-ms", "60000"}));
   ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
   expect_all_exit_zero(p);
+  // The case counts by collective, dtype, op, world and size band (rank 0's table), for the log.
+  std::istringstream out(p[0].out());
+  for (std::string line; std::getline(out, line);)
+    if (line.rfind("COUNT", 0) == 0) std::cout << line << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Matrix, ::testing::Values(2, 3, 4, 8),

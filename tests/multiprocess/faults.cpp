@@ -1,0 +1,208 @@
+// The fault and error modes of mp_worker: a rank killed, stopped, exiting or throwing at a
+// phase (fault_run); survivors looping until the error that names it; point-to-point calls
+// that disagree; calls a group spanning nodes refuses.
+#include "faults.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <functional>
+#include <iostream>
+#include <thread>
+#include <utility>
+
+namespace mpw {
+
+// Loops all_reduce until the expected RemoteError arrives. Returns the exit code.
+int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag) {
+  std::vector<float> v(4099, 1.0f);
+  bool announced = false;
+  try {
+    for (;;) {
+      c.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      std::fill(v.begin(), v.end(), 1.0f);
+      if (!announced) {
+        std::cout << "LOOPING" << std::endl;
+        announced = true;
+      }
+    }
+  } catch (const RemoteError& e) {
+    std::cerr << tag << " got RemoteError culprit=" << e.culprit() << ": " << e.what() << std::endl;
+    if (e.culprit() == culprit) return 0;
+    // Across nodes the first rank whose TCP rail to the dead rank broke aborts the group, and
+    // its abort can reach the others before the root's news of the death: the error then comes
+    // from that rank, with the lost connection to the culprit as its cause.
+    const std::string lost = "connection with rank " + std::to_string(culprit) + " ";
+    return std::string(e.what()).find(lost) != std::string::npos ? 0 : 3;
+  } catch (const TimeoutError& e) {
+    // A stalled (not dead) peer: the first rank to time out names it; the others then get the
+    // RemoteError above through the shared abort word, or time out themselves.
+    std::cerr << tag << " got TimeoutError: " << e.what() << std::endl;
+    const std::string want = "rank(s) " + std::to_string(culprit);
+    return std::string(e.what()).find(want) != std::string::npos ? 0 : 3;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fault injection.
+
+// The fault happens here and now, in this thread. "exit" is a process exit without closing
+// the communicator (its clean leave, in the between_calls phase, is the caller's return).
+[[noreturn]] static void inject(const std::string& kind) {
+  std::cout << "FAULT" << std::endl;
+  if (kind == "kill") ::raise(SIGKILL);
+  if (kind == "stop") {
+    ::raise(SIGSTOP);  // the driver SIGKILLs it once the others have reported
+    ::pause();
+  }
+  if (kind == "throw") std::thread([] { throw std::runtime_error("injected uncaught exception"); }).join();
+  std::exit(0);
+}
+
+// True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
+static bool names_rank(const std::string& text, int r) {
+  bool listing = false;
+  std::string tok;
+  auto flush = [&]() {
+    if (tok.empty()) return false;
+    bool hit = false;
+    if (tok.rfind("rank", 0) == 0) listing = true;
+    else if (std::all_of(tok.begin(), tok.end(), ::isdigit)) hit = listing && std::stoi(tok) == r;
+    else if (tok != "s") listing = false;
+    tok.clear();
+    return hit;
+  };
+  for (char ch : text + " ") {
+    if (std::isalnum(static_cast<unsigned char>(ch))) tok.push_back(ch);
+    else if (flush()) return true;
+  }
+  return false;
+}
+
+
+// Both sides of a fault run. Returns the exit code (survivors: 0 when the error names it).
+int fault_run(const Args& a) {
+  const std::string tag = "rank " + std::to_string(a.rank);
+  const bool culprit = a.rank == a.culprit;
+  if (culprit && a.phase == "before_join") inject(a.fault);
+  std::thread timer;
+  if (culprit && (a.phase == "during_join" || a.phase == "large_call"))
+    timer = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
+      inject(a.fault);
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    auto c = make_comm(a);
+    std::cout << "JOINED" << std::endl;
+    const size_t n = a.phase == "large_call" ? (size_t{8} << 20) / 4 : 1024;  // 8 MiB: many rounds
+    std::vector<float> v(n, 1.0f);
+    for (int i = 0;; ++i) {
+      if (culprit && a.phase == "between_calls" && i == 20) {
+        if (a.fault == "exit") {
+          std::cout << "FAULT" << std::endl;
+          return 0;  // closes the communicator: a clean leave
+        }
+        inject(a.fault);
+      }
+      c->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      std::fill(v.begin(), v.end(), 1.0f);
+      if (i == 0) std::cout << "LOOPING" << std::endl;
+      if (culprit && a.phase == "between_calls") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s: " << e.what() << std::endl;
+    if (culprit) return 3;
+    return names_rank(e.what(), a.culprit) ? 0 : 3;
+  }
+}
+
+// Point-to-point calls that disagree across ranks (--expect says how): every rank must fail
+// with an error (printed to stderr for the driver to check) within the timeout.
+//   count: rank 0 sends 100 float32 to rank 1, which receives 50
+//   dtype: rank 0 sends 100 float32 to rank 1, which receives 100 int32
+//   peer:  world 3, a cycle of waits: 0 sends to 1, 1 receives from 2, 2 receives from 0
+//   a2av:  all_to_all_v where rank 0 expects one element fewer from rank 2 than rank 2 sends
+int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
+  std::vector<float> f(100, 1.0f);
+  std::vector<int32_t> i32(100, 0);
+  const int me = c.rank(), n = c.world_size();
+  try {
+    if (a.expect == "count" || a.expect == "dtype") {
+      if (me == 0) c.send(f.data(), 100, DataType::Float32, 1);
+      else if (me == 1 && a.expect == "count") c.recv(f.data(), 50, DataType::Float32, 0);
+      else if (me == 1) c.recv(i32.data(), 100, DataType::Int32, 0);
+      else c.barrier();
+    } else if (a.expect == "peer") {
+      if (me == 0) c.send(f.data(), 100, DataType::Float32, 1);
+      else if (me == 1) c.recv(f.data(), 100, DataType::Float32, 2);
+      else c.recv(f.data(), 100, DataType::Float32, 0);
+    } else if (a.expect == "a2av") {
+      std::vector<size_t> sc(n, 3), rc(n, 3);
+      if (me == 2) sc[0] = 5;
+      if (me == 0) rc[2] = 4;
+      std::vector<float> in(3 * n + 2), out(3 * n + 2);
+      c.all_to_all_v(in.data(), sc, out.data(), rc, DataType::Float32);
+    }
+  } catch (const Error& e) {
+    std::cerr << tag << " failed as expected (" << to_string(e.code()) << "): " << e.what() << std::endl;
+    // The group is poisoned: a later call fails at once instead of hanging.
+    try {
+      c.barrier();
+    } catch (const Error& later) {
+      std::cerr << tag << " later call: " << later.what() << std::endl;
+      return 0;
+    }
+    std::cerr << tag << " a later call succeeded on a poisoned group" << std::endl;
+    return 3;
+  }
+  // A rank whose own transfers matched may finish; the group must still be poisoned for it.
+  try {
+    c.barrier();
+  } catch (const Error& later) {
+    std::cerr << tag << " completed its own matching transfers; later call: " << later.what() << std::endl;
+    return 0;
+  }
+  std::cerr << tag << " completed although the calls disagree, and the group still works" << std::endl;
+  return 3;
+}
+
+// Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
+// on every rank before anything moves, with an UnsupportedError that names the rank and says
+// why; plan() names none of them; the group then still works.
+int unsupported_across_nodes(Communicator& c, const std::string& tag) {
+  const int me = c.rank(), n = c.world_size();
+  std::vector<float> in(4 * n, 1.0f), out(4 * n, 0.0f);
+  std::vector<size_t> counts(n, 4);
+  const std::vector<std::pair<Collective, std::function<void()>>> calls = {
+      {Collective::Send, [&] { c.send(in.data(), 4, DataType::Float32, (me + 1) % n); }},
+      {Collective::Recv, [&] { c.recv(out.data(), 4, DataType::Float32, (me + n - 1) % n); }},
+      {Collective::SendRecv, [&] { c.send_recv({{P2POp::Kind::Send, in.data(), 4, DataType::Float32, (me + 1) % n}}); }},
+      {Collective::AllToAll, [&] { c.all_to_all(in.data(), out.data(), 4, DataType::Float32); }},
+      {Collective::AllToAllV, [&] { c.all_to_all_v(in.data(), counts, out.data(), counts, DataType::Float32); }},
+      {Collective::Reduce, [&] { c.reduce(in.data(), out.data(), 4, DataType::Float32, RedOp::Sum, 0); }},
+      {Collective::Gather, [&] { c.gather(in.data(), out.data(), 4, DataType::Float32, 0); }},
+      {Collective::Scatter, [&] { c.scatter(in.data(), out.data(), 4, DataType::Float32, 0); }},
+  };
+  for (const auto& [coll, call] : calls) {
+    const std::string name(to_string(coll));
+    if (c.plan(coll, 16) != "none") throw Failure(tag + ": plan(" + name + ") is " + c.plan(coll, 16));
+    try {
+      call();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::Unsupported || what.find(tag + ": " + name) == std::string::npos ||
+          what.find("span nodes") == std::string::npos)
+        throw Failure(tag + ": " + name + " failed with the wrong error: " + what);
+      continue;
+    }
+    throw Failure(tag + ": " + name + " ran on a group spanning nodes");
+  }
+  small_all_reduce_check(c);
+  std::cerr << tag << " refused all " << calls.size() << " calls; the group still works" << std::endl;
+  return 0;
+}
+
+}  // namespace mpw

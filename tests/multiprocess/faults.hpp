@@ -1,0 +1,18 @@
+// mp_worker's fault and error modes (faults.cpp). Each returns the worker's exit code.
+#pragma once
+#include <string>
+
+#include "worker_args.hpp"
+
+namespace mpw {
+
+// Loops all_reduce until the RemoteError (or TimeoutError) naming `culprit` arrives.
+int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag);
+// Both sides of a fault run (--fault at --phase): survivors pass when their error names the culprit.
+int fault_run(const Args& a);
+// Point-to-point calls that disagree across ranks (--expect count | dtype | peer | a2av).
+int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag);
+// A group spanning nodes refuses the calls its plans do not carry, and still works.
+int unsupported_across_nodes(Communicator& c, const std::string& tag);
+
+}  // namespace mpw

@@ -93,9 +93,21 @@ struct Communicator::Impl {
                               ctx.rank);
   }
 
+  // A group of one has nobody waiting in the call, so it stays usable; otherwise the others'
+  // call sequence has diverged from this rank's, and only an abort ends their wait in bounded
+  // time with the real cause (rather than a timeout that names this rank without the reason).
+  [[noreturn]] void refuse(const InvalidArgument& e) {
+    if (ctx.world > 1 && !abort->raised()) bootstrap->abort(std::string("it refused a call with a bad argument: ") + e.what());
+    throw e;
+  }
+
   void run(const CollArgs& a) {
     check_usable();
-    validate_args(a, ctx.rank, ctx.world);
+    try {
+      validate_args(a, ctx.rank, ctx.world);
+    } catch (const InvalidArgument& e) {
+      refuse(e);
+    }
     if (ctx.options.checked) check_matching(a);
     ++calls;
     backend->run(a);
@@ -252,10 +264,10 @@ void Communicator::all_to_all_v(const void* send, const std::vector<size_t>& sen
                                 const std::vector<size_t>& recv_counts, DataType dtype, Stream stream) {
   const auto w = static_cast<size_t>(world_size());
   if (send_counts.size() != w || recv_counts.size() != w)
-    throw InvalidArgument("rank " + std::to_string(rank()) + ": all_to_all_v: send_counts has " +
+    refuse_call(InvalidArgument("rank " + std::to_string(rank()) + ": all_to_all_v: send_counts has " +
                               std::to_string(send_counts.size()) + " entries and recv_counts " +
                               std::to_string(recv_counts.size()) + "; both need world_size = " + std::to_string(w),
-                          rank());
+                          rank()));
   CollArgs a{Collective::AllToAllV, send, recv, 0, dtype, RedOp::Sum, 0, stream};
   a.send_counts = send_counts.data();
   a.recv_counts = recv_counts.data();
@@ -290,6 +302,7 @@ void Communicator::host_barrier() {
 
 void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }
 bool Communicator::aborted() const noexcept { return impl_->abort->raised(); }
+void Communicator::refuse_call(const InvalidArgument& error) { impl_->refuse(error); }
 
 std::string Communicator::plan(Collective c, size_t bytes, bool registered_output) const {
   return impl_->backend->plan(c, bytes, registered_output);

@@ -9,17 +9,28 @@
 //   join_error   joining must fail with InvalidArgument (tampered id, duplicate rank), or
 //                with UnsupportedError given --expect unsupported
 //   hold         join, print JOINED, wait --hold-ms, then a checked all_reduce
-//   badargs      bad arguments raise InvalidArgument and the group stays usable
+//   badargs      bad arguments raise InvalidArgument and a group of one stays usable
+//   bad_call     rank --culprit makes a call with a bad argument (--bad says which) while the
+//                others make the same call rightly: it gets InvalidArgument, every other rank
+//                (waiting in the call, or entering it later) a RemoteError naming it and why
 //   fault        rank --culprit injects --fault (kill | stop | exit | throw) at --phase
-//                (before_join | during_join | large_call | between_calls), printing FAULT first;
+//                (before_join | during_join | during_setup | during_mesh | large_call |
+//                between_calls), printing FAULT first;
 //                the others loop all_reduce and expect an error naming the culprit
-//   (--port P: form the group with from_address on 127.0.0.1:P, rank 0 hosting the root)
+//   link_cut     all_reduce until the link between nodes is cut; the error must name a rank on
+//                another node (driven by tcp_nodes.sh netns)
+//   (--port P [--host H]: form the group with from_address on H:P (default 127.0.0.1), rank 0
+//   hosting the root)
 // Exit codes: 0 pass, 1 wrong data, 2 unexpected exception, 3 expectation not met.
 // Progress lines go to stdout ("JOINED", "LOOPING"), diagnostics to stderr.
+#include <dlfcn.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -45,8 +56,9 @@ namespace {
 
 struct Args {
   std::string id, mode = "matrix", expect = "invalid";  // join_error: invalid | unsupported
-  std::string fault = "kill", phase = "between_calls";
+  std::string fault = "kill", phase = "between_calls", bad = "null_send";
   int port = 0;
+  std::string host = "127.0.0.1";  // with --port: the address rank 0 hosts the root at
   int rank = 0, world = 1, culprit = -1;
   int64_t timeout_ms = 60000, delay_ms = 0, hold_ms = 0, join_timeout_ms = 0;
   std::vector<size_t> counts = {0, 1, 7, 4097, size_t{1} << 20};
@@ -72,7 +84,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--big-subset") a.big_subset = v == "1";
     else if (k == "--fault") a.fault = v;
     else if (k == "--phase") a.phase = v;
+    else if (k == "--bad") a.bad = v;
     else if (k == "--port") a.port = std::stoi(v);
+    else if (k == "--host") a.host = v;
     else if (k == "--counts") {
       a.counts.clear();
       std::stringstream ss(v);
@@ -723,6 +737,45 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
   std::exit(0);
 }
 
+// Faults during backend setup, after the join. Setup is not visible through the public API, so
+// this worker interposes the C library calls that mark its steps: shm_open (the CPU backend's
+// shared memory: the creator makes the segment, which then exists in /dev/shm, the others map
+// it) and listen (the TCP mesh between virtual nodes: the root lives in the driver process, so a
+// worker listens for nothing else). The executable's definitions come first in the dynamic
+// lookup, so the library's calls land in them; each calls the real function (the next
+// definition), then injects the fault once, on the culprit only.
+struct SetupFault {
+  std::string fault, at;  // set before joining by the culprit of a during_setup / during_mesh case
+  std::atomic<bool> fired{false};
+  void after(const char* call) {
+    if (!fault.empty() && at == call && !fired.exchange(true)) inject(fault);
+  }
+};
+SetupFault setup_fault;
+
+template <typename Fn>
+Fn real_function(const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+extern "C" int shm_open(const char* name, int oflag, mode_t mode) {
+  static auto real = real_function<int (*)(const char*, int, mode_t)>("shm_open");
+  const int fd = real(name, oflag, mode);
+  setup_fault.after("shm_open");
+  return fd;
+}
+
+extern "C" int listen(int fd, int backlog) noexcept {
+  static auto real = real_function<int (*)(int, int)>("listen");
+  const int rc = real(fd, backlog);
+  setup_fault.after("listen");
+  return rc;
+}
+
+namespace {
+
 // True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
 bool names_rank(const std::string& text, int r) {
   bool listing = false;
@@ -744,7 +797,7 @@ bool names_rank(const std::string& text, int r) {
 }
 
 std::unique_ptr<Communicator> make_comm(const Args& a) {
-  if (a.port > 0) return Communicator::from_address("127.0.0.1", static_cast<uint16_t>(a.port), a.rank, a.world, options_for(a));
+  if (a.port > 0) return Communicator::from_address(a.host, static_cast<uint16_t>(a.port), a.rank, a.world, options_for(a));
   return std::make_unique<Communicator>(UniqueId::parse(a.id), a.rank, a.world, options_for(a));
 }
 
@@ -753,6 +806,10 @@ int fault_run(const Args& a) {
   const std::string tag = "rank " + std::to_string(a.rank);
   const bool culprit = a.rank == a.culprit;
   if (culprit && a.phase == "before_join") inject(a.fault);
+  if (culprit && (a.phase == "during_setup" || a.phase == "during_mesh")) {
+    setup_fault.at = a.phase == "during_setup" ? "shm_open" : "listen";
+    setup_fault.fault = a.fault;
+  }
   std::thread timer;
   if (culprit && (a.phase == "during_join" || a.phase == "large_call"))
     timer = std::thread([&] {
@@ -783,6 +840,35 @@ int fault_run(const Args& a) {
     std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s: " << e.what() << std::endl;
     if (culprit) return 3;
     return names_rank(e.what(), a.culprit) ? 0 : 3;
+  }
+}
+
+// The link between (virtual) nodes is cut while every rank loops all_reduce (driven by
+// tcp_nodes.sh netns): every rank must fail naming a rank of the other node, and exit.
+int link_cut_run(const Args& a) {
+  const std::string tag = "rank " + std::to_string(a.rank);
+  auto c = make_comm(a);
+  std::vector<int> far;  // the ranks on other nodes
+  for (const auto& p : c->peers())
+    if (p.node != c->peers()[a.rank].node) far.push_back(p.rank);
+  if (far.empty()) throw Failure(tag + ": the group does not span nodes");
+  std::vector<float> v((size_t{1} << 20) / 4, 1.0f);
+  std::chrono::steady_clock::time_point t0;
+  try {
+    for (int i = 0;; ++i) {
+      t0 = std::chrono::steady_clock::now();
+      c->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      if (v[0] != static_cast<float>(a.world)) throw Failure(tag + ": wrong sum before the cut");
+      std::fill(v.begin(), v.end(), 1.0f);
+      if (i == 0) std::cout << "LOOPING" << std::endl;
+    }
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s in the call: " << e.what() << std::endl;
+    for (int r : far)
+      if (names_rank(e.what(), r)) return 0;
+    std::cerr << tag << ": the error names no rank of the other node" << std::endl;
+    return 3;
   }
 }
 
@@ -836,6 +922,63 @@ int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
   return 3;
 }
 
+// One rank's call is refused; the others make the same call with good arguments. The culprit
+// waits first so the others are already blocked in the call, and rank (culprit + 1) % world
+// enters only after the refusal, so both a pending and a later call are covered.
+int bad_call(Communicator& c, const Args& a, const std::string& tag) {
+  const int me = c.rank(), n = c.world_size();
+  const bool culprit = me == a.culprit;
+  small_all_reduce_check(c);  // the group works before
+  std::vector<float> in(4096, 1.0f), out(4096 * n, 0.0f);
+  const std::vector<size_t> counts(n, 4), short_counts(n - 1, 4);
+  const std::map<std::string, std::function<void(bool)>> calls = {
+      {"null_send", [&](bool bad) { c.all_reduce(bad ? nullptr : in.data(), out.data(), in.size(), DataType::Float32, RedOp::Sum); }},
+      {"root", [&](bool bad) { c.broadcast(in.data(), out.data(), in.size(), DataType::Float32, bad ? n : 0); }},
+      {"op", [&](bool bad) { c.all_reduce(in.data(), out.data(), in.size(), DataType::Float32, bad ? static_cast<RedOp>(77) : RedOp::Max); }},
+      {"dtype", [&](bool bad) { c.all_gather(in.data(), out.data(), 1024, bad ? static_cast<DataType>(99) : DataType::Float32); }},
+      {"misaligned", [&](bool bad) {
+         c.reduce_scatter(in.data(), reinterpret_cast<float*>(reinterpret_cast<char*>(out.data()) + (bad ? 2 : 0)), 1024 / n,
+                          DataType::Float32, RedOp::Sum);
+       }},
+      {"a2av_counts", [&](bool bad) { c.all_to_all_v(in.data(), counts, out.data(), bad ? short_counts : counts, DataType::Float32); }},
+  };
+  const auto call = calls.at(a.bad);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (culprit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::cout << "FAULT" << std::endl;
+    try {
+      call(true);
+      std::cerr << tag << ": the bad call (" << a.bad << ") was accepted" << std::endl;
+      return 3;
+    } catch (const InvalidArgument& e) {
+      std::cerr << tag << " refused as expected: " << e.what() << std::endl;
+    }
+  } else {
+    if (me == (a.culprit + 1) % n) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    try {
+      call(false);
+      std::cerr << tag << ": the call completed although rank " << a.culprit << " refused its part" << std::endl;
+      return 3;
+    } catch (const RemoteError& e) {
+      const std::string what = e.what();
+      std::cerr << tag << " got RemoteError after " << secs() << " s: " << what << std::endl;
+      if (e.culprit() != a.culprit || !names_rank(what, a.culprit) || what.find("bad argument") == std::string::npos)
+        return 3;
+    }
+  }
+  // The group is aborted for every rank, the culprit included: a later call fails at once.
+  try {
+    c.barrier();
+  } catch (const RemoteError& e) {
+    std::cerr << tag << " later call: " << e.what() << std::endl;
+    return e.culprit() == a.culprit ? 0 : 3;
+  }
+  std::cerr << tag << ": a later call succeeded on an aborted group" << std::endl;
+  return 3;
+}
+
 // Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
 // on every rank before anything moves, with an UnsupportedError that names the rank and says
 // why; plan() names none of them; the group then still works.
@@ -875,6 +1018,7 @@ int unsupported_across_nodes(Communicator& c, const std::string& tag) {
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
+  if (a.mode == "link_cut") return link_cut_run(a);
   const UniqueId id = UniqueId::parse(a.id);
   const std::string tag = "rank " + std::to_string(a.rank);
 
@@ -942,6 +1086,7 @@ int run(const Args& a) {
     small_all_reduce_check(c);
     return 0;
   }
+  if (a.mode == "bad_call") return bad_call(c, a, tag);
   if (a.mode == "badargs") {
     int expected_errors = 0;
     auto expect_invalid = [&](const char* what, auto&& fn) {

@@ -45,10 +45,18 @@ std::string failed_ranks(Bootstrap& bs, Deadline dl, const std::string& my_error
 }
 
 template <typename Make>
-std::string try_make(std::unique_ptr<BackendImpl>& out, Make&& make) {
+std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) {
   try {
     out = make();
     return {};
+  } catch (const TimeoutError& e) {
+    // A setup step timed out: some rank never arrived (stopped, or stuck), so gathering the
+    // outcomes would only time out again. The first rank to time out knows who is missing; a
+    // later one would also list the ranks that gave up meanwhile. So it ends the group with its
+    // cause, and the others' setup waits raise that at once.
+    out.reset();
+    bs.abort(e.what());
+    throw;
   } catch (const std::exception& e) {
     out.reset();
     return Outcomes::reason(e);
@@ -167,13 +175,13 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   Bootstrap& bs = *impl->bootstrap;
   auto& backend = impl->backend;
   if (kind == Backend::Cpu) {
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cpu_backend(ctx); }));
     if (!bad.empty())
       throw UnsupportedError("rank " + std::to_string(rank) + ": CPU backend setup failed on " + bad, rank);
   } else if (ctx.num_nodes > 1) {
     // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
     // rails between nodes) is not built yet, so NCCL carries all of it for now.
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] {
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
       return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
     }));
     if (!bad.empty())
@@ -181,7 +189,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
                                  bad,
                              rank);
   } else {
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cuda_backend(ctx); }));
     if (!bad.empty()) {
       // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
       // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
@@ -191,7 +199,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
       std::string why = "the NVLink/VMM path is unavailable:" + bad;
       backend.reset();
-      auto bad2 = failed_ranks(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
+      auto bad2 = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_nccl_backend(ctx, why); }));
       if (!bad2.empty())
         throw UnsupportedError("rank " + std::to_string(rank) + ": CUDA backend setup failed on " + bad +
                                    "\nand the NCCL fallback failed on " + bad2,

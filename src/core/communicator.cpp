@@ -109,16 +109,18 @@ struct Communicator::Impl {
     throw e;
   }
 
+  // Every InvalidArgument of a call is refused: the core's checks, checked mode's mismatch and
+  // the backend's own (the CUDA backend checks where memory lives).
   void run(const CollArgs& a) {
     check_usable();
     try {
       validate_args(a, ctx.rank, ctx.world);
+      if (ctx.options.checked) check_matching(a);
+      ++calls;
+      backend->run(a);
     } catch (const InvalidArgument& e) {
       refuse(e);
     }
-    if (ctx.options.checked) check_matching(a);
-    ++calls;
-    backend->run(a);
   }
 };
 

@@ -3,11 +3,14 @@
 # libFuzzer instrumentation, then
 #   1. the C++ unit tests and the fault-injection suite under ASan + UBSan;
 #   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 30) on a copy of its
-#      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree.
+#      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree;
+#   3. a second clang build with ThreadSanitizer (TSAN=0 skips it): the unit tests, the
+#      fault-injection suite and the bad-argument broadcast tests, every rank a TSan process.
 # Any sanitizer report, fuzzer crash, leak or over-allocation fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build/sanitize}
+TSAN_BUILD=${TSAN_BUILD:-build/tsan}
 SECONDS_EACH=${FUZZ_SECONDS:-30}
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
@@ -52,3 +55,22 @@ for t in wire unique_id peer_info; do
   run_logged "fuzz_$t" '^(Done|stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb))' "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=1024 \
     -malloc_limit_mb=256 -print_final_stats=1 "$work/$t"
 done
+
+[ "${TSAN:-1}" = 0 ] && exit 0
+# ThreadSanitizer cannot share a process with ASan, hence its own build (only what it runs).
+# halt_on_error: the first race fails the test it happens in (a worker rank exits non-zero, so
+# its group's test fails); TSan's exit code is 66.
+TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
+echo "== ThreadSanitizer build ($TSAN_BUILD)"
+cmake -S . -B "$TSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=OFF \
+  -DCMAKE_CXX_FLAGS="$TSAN_FLAGS" -DCMAKE_EXE_LINKER_FLAGS="$TSAN_FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$TSAN_FLAGS" >/dev/null
+cmake --build "$TSAN_BUILD" --target actorcc_unit_tests actorcc_fault_tests actorcc_mp_tests
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+echo "== unit tests under TSan"
+run_logged tsan_unit "$gtest" "$TSAN_BUILD/tests/actorcc_unit_tests" --gtest_brief=1
+echo "== fault-injection suite under TSan"
+run_logged tsan_faults "$gtest|named rank" "$TSAN_BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
+echo "== bad-argument broadcast under TSan"
+run_logged tsan_bad_call "$gtest|after the refusal" "$TSAN_BUILD/tests/multiprocess/actorcc_mp_tests" --gtest_brief=1 \
+  --gtest_filter='*BadCall*:Arguments.*'

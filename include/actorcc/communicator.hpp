@@ -83,6 +83,14 @@ class Communicator {
   void abort(const std::string& reason = "abort() called");
   bool aborted() const noexcept;
 
+  // Refuses this rank's call with `error` (a bad argument found before anything moved). The
+  // other ranks may already be waiting inside the same call, which cannot complete without this
+  // rank, so in a group of more than one rank this also aborts the group with `error` as the
+  // cause: their pending and later calls raise a RemoteError naming this rank and the reason
+  // (docs/reliability.md, "A bad argument on one rank"). Every collective calls it on a failed
+  // check; front ends that check arguments themselves (the Python bindings) call it too.
+  [[noreturn]] void refuse_call(const InvalidArgument& error);
+
   // Which algorithm the planner would pick for a call of `bytes` (for tools and tests): the
   // message for all_reduce and broadcast, the full buffer (world x count elements) for
   // reduce_scatter's input and all_gather's output, as nccl-tests sizes them;

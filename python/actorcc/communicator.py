@@ -13,6 +13,7 @@ worker thread (calls run in the order they were issued) and returns a Work.
 from __future__ import annotations
 
 import datetime
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -432,3 +433,33 @@ class Communicator(CollectiveCalls):
                 pass
         self.close()
         return False
+
+
+# The calls whose bad argument on one rank is refused through the group, whether the Python
+# layer, the extension or the library found it: in a group of more than one rank the refusal
+# aborts the group, so the other ranks' pending and later calls raise a RemoteError naming this
+# rank and the reason at once instead of waiting for their timeout (docs/reliability.md).
+_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "send", "recv",
+                "batch_send_recv", "all_to_all", "all_to_all_v", "reduce", "gather", "scatter")
+_ERROR_PREFIX = "actorcc invalid argument error: "
+
+
+def _refusing(call):
+    @functools.wraps(call)
+    def refusing(self, *args, **kwargs):
+        try:
+            return call(self, *args, **kwargs)
+        except T.InvalidArgumentError as e:
+            # The library refuses its own findings itself (then the group is aborted already).
+            if not self._c.closed and not self._c.aborted:
+                msg = str(e)
+                try:
+                    self._c.refuse(msg[len(_ERROR_PREFIX):] if msg.startswith(_ERROR_PREFIX) else msg)
+                except T.InvalidArgumentError:
+                    pass  # the same error, now told to the others; raise the original
+            raise
+    return refusing
+
+
+for _name in _COLLECTIVES:
+    setattr(Communicator, _name, _refusing(getattr(Communicator, _name)))

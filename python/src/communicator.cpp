@@ -245,6 +245,16 @@ void bind_communicator(nb::module_& m) {
             if (p.c) p.c->abort(reason);
           },
           nb::arg("reason") = "abort() called")
+      // A bad argument the Python layer found (or the extension, on a group of one): refused
+      // through Communicator::refuse_call, which tells the other ranks; raises InvalidArgumentError.
+      .def(
+          "refuse",
+          [](PyComm& p, const std::string& message) {
+            nb::gil_scoped_release nogil;
+            std::shared_lock lock(p.mu);
+            p.get().refuse_call(InvalidArgument(message, p.rank));
+          },
+          nb::arg("message"))
       .def("close", [](PyComm& p) {
         nb::gil_scoped_release nogil;  // waits for running calls, then says goodbye to the root
         std::unique_lock lock(p.mu);

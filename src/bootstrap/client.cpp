@@ -270,8 +270,11 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   }
   shared_->abandoned.insert(seq);
   lk.unlock();
-  throw TimeoutError(std::string(what) + " #" + std::to_string(seq) +
-                         " timed out: " + ask_missing(seq),
+  const std::string missing = ask_missing(seq);
+  // Ranks whose deadlines fall together time out together; if another one's verdict (or a
+  // death) reached this rank meanwhile, that is the group's first cause, so raise it instead.
+  abort_->throw_if_raised();
+  throw TimeoutError(std::string(what) + " #" + std::to_string(seq) + " timed out: " + missing,
                      rank_);
 }
 

@@ -45,10 +45,18 @@ std::string failed_ranks(Bootstrap& bs, Deadline dl, const std::string& my_error
 }
 
 template <typename Make>
-std::string try_make(std::unique_ptr<BackendImpl>& out, Make&& make) {
+std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) {
   try {
     out = make();
     return {};
+  } catch (const TimeoutError& e) {
+    // A setup step timed out: some rank never arrived (stopped, or stuck), so gathering the
+    // outcomes would only time out again. The first rank to time out knows who is missing; a
+    // later one would also list the ranks that gave up meanwhile. So it ends the group with its
+    // cause, and the others' setup waits raise that at once.
+    out.reset();
+    bs.abort(e.what());
+    throw;
   } catch (const std::exception& e) {
     out.reset();
     return Outcomes::reason(e);
@@ -93,12 +101,26 @@ struct Communicator::Impl {
                               ctx.rank);
   }
 
+  // A group of one has nobody waiting in the call, so it stays usable; otherwise the others'
+  // call sequence has diverged from this rank's, and only an abort ends their wait in bounded
+  // time with the real cause (rather than a timeout that names this rank without the reason).
+  [[noreturn]] void refuse(const InvalidArgument& e) {
+    if (ctx.world > 1 && !abort->raised()) bootstrap->abort(std::string("it refused a call with a bad argument: ") + e.what());
+    throw e;
+  }
+
+  // Every InvalidArgument of a call is refused: the core's checks, checked mode's mismatch and
+  // the backend's own (the CUDA backend checks where memory lives).
   void run(const CollArgs& a) {
     check_usable();
-    validate_args(a, ctx.rank, ctx.world);
-    if (ctx.options.checked) check_matching(a);
-    ++calls;
-    backend->run(a);
+    try {
+      validate_args(a, ctx.rank, ctx.world);
+      if (ctx.options.checked) check_matching(a);
+      ++calls;
+      backend->run(a);
+    } catch (const InvalidArgument& e) {
+      refuse(e);
+    }
   }
 };
 
@@ -155,13 +177,13 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   Bootstrap& bs = *impl->bootstrap;
   auto& backend = impl->backend;
   if (kind == Backend::Cpu) {
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cpu_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cpu_backend(ctx); }));
     if (!bad.empty())
       throw UnsupportedError("CPU backend setup failed on " + bad, rank);
   } else if (ctx.num_nodes > 1) {
     // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
     // rails between nodes) is not built yet, so NCCL carries all of it for now.
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] {
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
       return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
     }));
     if (!bad.empty())
@@ -169,7 +191,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
                                  bad,
                              rank);
   } else {
-    auto bad = failed_ranks(bs, setup, try_make(backend, [&] { return make_cuda_backend(ctx); }));
+    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cuda_backend(ctx); }));
     if (!bad.empty()) {
       // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
       // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
@@ -179,7 +201,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
       // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
       std::string why = "the NVLink/VMM path is unavailable:" + bad;
       backend.reset();
-      auto bad2 = failed_ranks(bs, setup, try_make(backend, [&] { return make_nccl_backend(ctx, why); }));
+      auto bad2 = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_nccl_backend(ctx, why); }));
       if (!bad2.empty())
         throw UnsupportedError("CUDA backend setup failed on " + bad +
                                    "\nand the NCCL fallback failed on " + bad2,
@@ -252,10 +274,10 @@ void Communicator::all_to_all_v(const void* send, const std::vector<size_t>& sen
                                 const std::vector<size_t>& recv_counts, DataType dtype, Stream stream) {
   const auto w = static_cast<size_t>(world_size());
   if (send_counts.size() != w || recv_counts.size() != w)
-    throw InvalidArgument("all_to_all_v: send_counts has " +
+    refuse_call(InvalidArgument("all_to_all_v: send_counts has " +
                               std::to_string(send_counts.size()) + " entries and recv_counts " +
                               std::to_string(recv_counts.size()) + "; both need world_size = " + std::to_string(w),
-                          rank());
+                          rank()));
   CollArgs a{Collective::AllToAllV, send, recv, 0, dtype, RedOp::Sum, 0, stream};
   a.send_counts = send_counts.data();
   a.recv_counts = recv_counts.data();
@@ -290,6 +312,7 @@ void Communicator::host_barrier() {
 
 void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }
 bool Communicator::aborted() const noexcept { return impl_->abort->raised(); }
+void Communicator::refuse_call(const InvalidArgument& error) { impl_->refuse(error); }
 
 std::string Communicator::plan(Collective c, size_t bytes, bool registered_output) const {
   return impl_->backend->plan(c, bytes, registered_output);

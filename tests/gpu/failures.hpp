@@ -5,9 +5,9 @@
 
 namespace gw {
 
-// Host memory or a null pointer refused before any kernel runs, naming the buffer; the group
-// stays usable (a checked all_reduce follows).
-void test_bad_buffers(Communicator& c, uint64_t seed);
+// Host memory or a null pointer refused before any kernel runs, naming the buffer; the refusal
+// aborts the group, so a later call raises naming the refusing rank. Last on its communicator.
+void test_bad_buffers(Communicator& c);
 // Rank 1 passes an unregistered output where rank 0 uses the registered one: InvalidArgument
 // on both ranks.
 void test_registration_mismatch();

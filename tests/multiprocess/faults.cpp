@@ -3,9 +3,13 @@
 // that disagree; calls a group spanning nodes refuses.
 #include "faults.hpp"
 
+#include <dlfcn.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <functional>
 #include <iostream>
@@ -60,8 +64,7 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
   std::exit(0);
 }
 
-// True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
-static bool names_rank(const std::string& text, int r) {
+bool names_rank(const std::string& text, int r) {
   bool listing = false;
   std::string tok;
   auto flush = [&]() {
@@ -81,11 +84,56 @@ static bool names_rank(const std::string& text, int r) {
 }
 
 
+// Faults during backend setup, after the join. Setup is not visible through the public API, so
+// this worker interposes the C library calls that mark its steps: shm_open (the CPU backend's
+// shared memory: the creator makes the segment, which then exists in /dev/shm, the others map
+// it) and listen (the TCP mesh between virtual nodes: the root lives in the driver process, so a
+// worker listens for nothing else). The executable's definitions come first in the dynamic
+// lookup, so the library's calls land in them; each calls the real function (the next
+// definition), then injects the fault once, on the culprit only.
+namespace {
+struct SetupFault {
+  std::string fault, at;  // set before joining by the culprit of a during_setup / during_mesh case
+  std::atomic<bool> fired{false};
+  void after(const char* call) {
+    if (!fault.empty() && at == call && !fired.exchange(true)) inject(fault);
+  }
+};
+SetupFault setup_fault;
+
+template <typename Fn>
+Fn real_function(const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+}
+}  // namespace
+
+}  // namespace mpw
+
+extern "C" int shm_open(const char* name, int oflag, mode_t mode) {
+  static auto real = mpw::real_function<int (*)(const char*, int, mode_t)>("shm_open");
+  const int fd = real(name, oflag, mode);
+  mpw::setup_fault.after("shm_open");
+  return fd;
+}
+
+extern "C" int listen(int fd, int backlog) noexcept {
+  static auto real = mpw::real_function<int (*)(int, int)>("listen");
+  const int rc = real(fd, backlog);
+  mpw::setup_fault.after("listen");
+  return rc;
+}
+
+namespace mpw {
+
 // Both sides of a fault run. Returns the exit code (survivors: 0 when the error names it).
 int fault_run(const Args& a) {
   const std::string tag = "rank " + std::to_string(a.rank);
   const bool culprit = a.rank == a.culprit;
   if (culprit && a.phase == "before_join") inject(a.fault);
+  if (culprit && (a.phase == "during_setup" || a.phase == "during_mesh")) {
+    setup_fault.at = a.phase == "during_setup" ? "shm_open" : "listen";
+    setup_fault.fault = a.fault;
+  }
   std::thread timer;
   if (culprit && (a.phase == "during_join" || a.phase == "large_call"))
     timer = std::thread([&] {
@@ -116,6 +164,35 @@ int fault_run(const Args& a) {
     std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s: " << e.what() << std::endl;
     if (culprit) return 3;
     return names_rank(e.what(), a.culprit) ? 0 : 3;
+  }
+}
+
+// The link between (virtual) nodes is cut while every rank loops all_reduce (driven by
+// tcp_nodes.sh netns): every rank must fail naming a rank of the other node, and exit.
+int link_cut_run(const Args& a) {
+  const std::string tag = "rank " + std::to_string(a.rank);
+  auto c = make_comm(a);
+  std::vector<int> far;  // the ranks on other nodes
+  for (const auto& p : c->peers())
+    if (p.node != c->peers()[a.rank].node) far.push_back(p.rank);
+  if (far.empty()) throw Failure(tag + ": the group does not span nodes");
+  std::vector<float> v((size_t{1} << 20) / 4, 1.0f);
+  std::chrono::steady_clock::time_point t0;
+  try {
+    for (int i = 0;; ++i) {
+      t0 = std::chrono::steady_clock::now();
+      c->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      if (v[0] != static_cast<float>(a.world)) throw Failure(tag + ": wrong sum before the cut");
+      std::fill(v.begin(), v.end(), 1.0f);
+      if (i == 0) std::cout << "LOOPING" << std::endl;
+    }
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s in the call: " << e.what() << std::endl;
+    for (int r : far)
+      if (names_rank(e.what(), r)) return 0;
+    std::cerr << tag << ": the error names no rank of the other node" << std::endl;
+    return 3;
   }
 }
 

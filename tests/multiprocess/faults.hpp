@@ -10,6 +10,12 @@ namespace mpw {
 int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag);
 // Both sides of a fault run (--fault at --phase): survivors pass when their error names the culprit.
 int fault_run(const Args& a);
+// All-reduce until the link between nodes is cut; passes when the error names a far rank.
+int link_cut_run(const Args& a);
+// One rank's call is refused (--bad); the others must get a RemoteError naming it (bad_call.cpp).
+int bad_call(Communicator& c, const Args& a, const std::string& tag);
+// True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
+bool names_rank(const std::string& text, int r);
 // Point-to-point calls that disagree across ranks (--expect count | dtype | peer | a2av).
 int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag);
 // A group spanning nodes refuses the calls its plans do not carry, and still works.

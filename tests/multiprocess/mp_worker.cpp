@@ -11,11 +11,18 @@
 //   join_error   joining must fail with InvalidArgument (tampered id, duplicate rank), or
 //                with UnsupportedError given --expect unsupported
 //   hold         join, print JOINED, wait --hold-ms, then a checked all_reduce
-//   badargs      bad arguments raise InvalidArgument and the group stays usable
+//   badargs      bad arguments raise InvalidArgument and a group of one stays usable
+//   bad_call     rank --culprit makes a call with a bad argument (--bad says which) while the
+//                others make the same call rightly: it gets InvalidArgument, every other rank
+//                (waiting in the call, or entering it later) a RemoteError naming it and why
 //   fault        rank --culprit injects --fault (kill | stop | exit | throw) at --phase
-//                (before_join | during_join | large_call | between_calls), printing FAULT first;
+//                (before_join | during_join | during_setup | during_mesh | large_call |
+//                between_calls), printing FAULT first;
 //                the others loop all_reduce and expect an error naming the culprit
-//   (--port P: form the group with from_address on 127.0.0.1:P, rank 0 hosting the root)
+//   link_cut     all_reduce until the link between nodes is cut; the error must name a rank on
+//                another node (driven by tcp_nodes.sh netns)
+//   (--port P [--host H]: form the group with from_address on H:P (default 127.0.0.1), rank 0
+//   hosting the root)
 // Exit codes: 0 pass, 1 wrong data, 2 unexpected exception, 3 expectation not met.
 // Progress lines go to stdout ("JOINED", "LOOPING"), diagnostics to stderr.
 #include <chrono>
@@ -32,6 +39,7 @@ namespace {
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
+  if (a.mode == "link_cut") return link_cut_run(a);
   const UniqueId id = UniqueId::parse(a.id);
   const std::string tag = "rank " + std::to_string(a.rank);
 
@@ -101,6 +109,7 @@ int run(const Args& a) {
     small_all_reduce_check(c);
     return 0;
   }
+  if (a.mode == "bad_call") return bad_call(c, a, tag);
   if (a.mode == "badargs") {
     int expected_errors = 0;
     auto expect_invalid = [&](const char* what, auto&& fn) {

@@ -66,12 +66,13 @@ int main(int argc, char** argv) {
   uint16_t port = static_cast<uint16_t>(std::atoi(argv[5]));
   uint64_t seed = std::strtoull(argv[6], nullptr, 10);
   milliseconds op_timeout(std::atoi(argv[7]));
+  auto abort = std::make_shared<AbortSignal>(rank);
+  std::unique_ptr<Bootstrap> bs;
   try {
     UniqueId id = address_unique_id(host, port, world);
     if (rank == 0) start_root_for(id);
     bootstrap::IdFields f = bootstrap::read_id(id);
-    auto abort = std::make_shared<AbortSignal>(rank);
-    auto bs = Bootstrap::join(id, rank, world, "tcp-worker", Deadline::after(seconds(30)), abort);
+    bs = Bootstrap::join(id, rank, world, "tcp-worker", Deadline::after(seconds(30)), abort);
     std::vector<int> peers;
     for (int q = 0; q < world; ++q)
       if (q != rank) peers.push_back(q);
@@ -92,7 +93,22 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(milliseconds(5));
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::string cause = e.what();
+    if (bs) {
+      // As backends/hier does, the failure's cause reaches every rank through the bootstrap's
+      // abort. A connection broken by a dead or failing peer comes with news from the root
+      // (that peer's EOF there, or its abort), so wait briefly for it: then this rank reports
+      // the group's first failure, not only the peer it lost last; without news (a silent
+      // link), this rank's own cause is the first and goes to the others.
+      for (auto end = steady_clock::now() + seconds(1); !abort->raised() && steady_clock::now() < end;)
+        std::this_thread::sleep_for(milliseconds(5));
+      if (!abort->raised()) bs->abort(cause);
+      else if (cause.find(abort->reason()) == std::string::npos)
+        cause += " (the group's first failure: " + abort->reason() + ")";
+      // Let the abort leave before this process's sockets close under the others.
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+    std::fprintf(stderr, "error: %s\n", cause.c_str());
     std::fflush(stderr);
     // No destructors: a rank that lost its peers leaves at once, as a failing actor would.
     _exit(mode == "until-error" ? 3 : 1);

@@ -267,15 +267,42 @@ TEST(Join, DuplicateRankIsRejected) {
   EXPECT_NE(p[2].err().find("rank 0"), std::string::npos) << p.report();
 }
 
-// Bad arguments raise InvalidArgument before any data moves; the group stays usable.
+// Bad arguments raise InvalidArgument before any data moves; a group of one stays usable (in a
+// larger group the refusal aborts the group: BadCall below).
 TEST(Arguments, BadInputsAreRejectedAndTheGroupStillWorks) {
-  const int world = 2;
+  const int world = 1;
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r) p.spawn(worker_args(id, r, world, "badargs", {"--timeout-ms", "20000"}));
   ASSERT_TRUE(p.wait_all(60s)) << p.report();
   expect_all_exit_zero(p);
 }
+
+// A bad argument on one rank of 4 while the others make the same call rightly: the others,
+// whether already waiting in the call or entering it later, raise a RemoteError naming that rank
+// and the reason within ~1 s (not the 20 s call timeout), and the group is aborted everywhere.
+class BadCall : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BadCall, EveryOtherRankNamesTheRefusedRankAtOnce) {
+  const int world = 4, culprit = 2;
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "bad_call",
+                        {"--culprit", std::to_string(culprit), "--bad", GetParam(), "--timeout-ms", "20000"}));
+  ASSERT_TRUE(p.wait_for_output({culprit}, "FAULT", 60s)) << p.report();
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(p.wait_all(30s)) << p.report();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  expect_all_exit_zero(p);
+  // Rank 3 enters its call 0.3 s after the refusal; everyone then exits (a few ms each).
+  EXPECT_LT(secs, 1.5) << p.report();
+  std::cout << GetParam() << ": every rank done " << secs << " s after the refusal\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(OneRank, BadCall,
+                         ::testing::Values("null_send", "root", "op", "dtype", "misaligned", "a2av_counts"),
+                         [](const auto& info) { return info.param; });
 
 // Not a test: `--gtest_also_run_disabled_tests --gtest_filter=*Bench*` prints all_reduce
 // latency and bandwidth of a world of ACTORCC_MP_BENCH_WORLD (default 4) ranks.

@@ -21,8 +21,9 @@ using namespace actorcc;
 
 struct Args {
   std::string id, mode = "matrix", expect = "invalid";  // join_error: invalid | unsupported
-  std::string fault = "kill", phase = "between_calls";
+  std::string fault = "kill", phase = "between_calls", bad = "null_send";
   int port = 0;
+  std::string host = "127.0.0.1";  // with --port: the address rank 0 hosts the root at
   int rank = 0, world = 1, culprit = -1;
   int64_t timeout_ms = 60000, delay_ms = 0, hold_ms = 0, join_timeout_ms = 0;
   std::vector<size_t> counts = {0, 1, 7, 4097, size_t{1} << 20};
@@ -48,7 +49,9 @@ inline Args parse(int argc, char** argv) {
     else if (k == "--big-subset") a.big_subset = v == "1";
     else if (k == "--fault") a.fault = v;
     else if (k == "--phase") a.phase = v;
+    else if (k == "--bad") a.bad = v;
     else if (k == "--port") a.port = std::stoi(v);
+    else if (k == "--host") a.host = v;
     else if (k == "--counts") {
       a.counts.clear();
       std::stringstream ss(v);
@@ -90,7 +93,7 @@ inline void small_all_reduce_check(Communicator& c) {
 }
 
 inline std::unique_ptr<Communicator> make_comm(const Args& a) {
-  if (a.port > 0) return Communicator::from_address("127.0.0.1", static_cast<uint16_t>(a.port), a.rank, a.world, options_for(a));
+  if (a.port > 0) return Communicator::from_address(a.host, static_cast<uint16_t>(a.port), a.rank, a.world, options_for(a));
   return std::make_unique<Communicator>(UniqueId::parse(a.id), a.rank, a.world, options_for(a));
 }
 

@@ -23,8 +23,12 @@ def test_multidim_inplace_dlpack(uid):
         assert not fails, f"rank {r}: {fails}"
 
 
-def test_bad_arguments_before_anything_moves(uid):
-    for r, fails in enumerate(values(run_ranks(2, workers.bad_arguments, uid))):
+def test_bad_arguments_before_anything_moves_and_every_rank_learns(uid):
+    # one group per bad call: the refusal aborts it
+    uids = [actorcc.UniqueId.create("127.0.0.1") for _ in workers.bad_argument_cases(4)]
+    for r, fails in enumerate(values(run_ranks(4, workers.refused_everywhere, uids, workers.bad_argument_cases))):
+        assert not fails, f"rank {r}: {fails}"
+    for r, fails in enumerate(values(run_ranks(1, workers.bad_arguments_alone, uid))):
         assert not fails, f"rank {r}: {fails}"
 
 

@@ -6,7 +6,9 @@ import time
 
 import pytest
 
+import actorcc
 import p2p_workers
+import workers
 from mp_helpers import expect_no_failures, run_ranks
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
@@ -24,8 +26,10 @@ def test_async_op(uid):
     expect_no_failures(run_ranks(3, p2p_workers.async_calls, uid))
 
 
-def test_bad_arguments_before_anything_moves(uid):
-    expect_no_failures(run_ranks(2, p2p_workers.bad_arguments, uid))
+def test_bad_arguments_before_anything_moves_and_the_other_rank_learns():
+    # one group per bad call: the refusal aborts it (workers.refused_everywhere)
+    uids = [actorcc.UniqueId.create("127.0.0.1") for _ in p2p_workers.bad_argument_cases(2)]
+    expect_no_failures(run_ranks(2, workers.refused_everywhere, uids, p2p_workers.bad_argument_cases))
 
 
 def test_mismatched_sizes_fail_on_both_ranks_naming_them(uid):

@@ -174,57 +174,98 @@ def multidim_and_inplace(rank, world, uid):
     return fails
 
 
-def bad_arguments(rank, world, uid):
-    """Rank 0 makes bad calls (each must raise InvalidArgumentError at once, nothing moves),
-    then every rank runs a valid call: its result proves the group is still in step."""
+def refused_everywhere(rank, world, uids, make_cases):
+    """Rank 0 makes the bad calls of make_cases(world) (name -> fn(comm, a)), each in a group of its own
+    (uids, one per case): each must raise InvalidArgumentError at once with nothing moved. The
+    refusal aborts the group, so the other ranks, waiting in a barrier, must get a RemoteError
+    naming rank 0 and the reason at once (the call timeout is 30 s)."""
     fails = []
-    comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
-    if rank == 0:
-        a = np.arange(8, dtype=np.float32)
-        cases = {
-            "non-contiguous": lambda: comm.all_reduce(np.arange(16, dtype=np.float32)[::2]),
-            "non-contiguous out": lambda: comm.all_reduce(a, out=np.empty(16, np.float32)[::2]),
-            "dtype mix": lambda: comm.all_reduce(a, out=np.empty(8, np.float64)),
-            "size mismatch": lambda: comm.all_reduce(a, out=np.empty(9, np.float32)),
-            "all_gather size": lambda: comm.all_gather(a, out=np.empty(8 * world + 1, np.float32)),
-            "reduce_scatter size": lambda: comm.reduce_scatter(a, out=np.empty(8, np.float32)),
-            "reduce_scatter split": lambda: comm.reduce_scatter(np.empty(world * 2 + 1, np.float32)),
-            "unsupported dtype": lambda: comm.all_reduce(np.zeros(4, np.complex64)),
-            "bool dtype": lambda: comm.all_reduce(np.zeros(4, np.bool_)),
-            "bad op": lambda: comm.all_reduce(a, op="xor"),
-            "bad root": lambda: comm.broadcast(a, root=world),
-            "read-only": lambda: comm.all_reduce(np.frombuffer(b"\0" * 32, np.float32)),
-            "not a tensor": lambda: comm.all_reduce([1.0, 2.0]),
-            "bad stream": lambda: comm.all_reduce(a, stream="s"),
-        }
-        for name, fn in cases.items():
+    cases = make_cases(world)
+    assert len(cases) == len(uids)
+    for (name, fn), uid in zip(cases.items(), uids):
+        comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
+        t0 = time.monotonic()
+        if rank == 0:
+            a = np.arange(8, dtype=np.float32)
             before = a.copy()
-            t0 = time.monotonic()
             try:
-                fn()
+                fn(comm, a)
                 fails.append(f"{name}: no error")
             except actorcc.InvalidArgumentError as e:
                 if not isinstance(e, ValueError):
                     fails.append(f"{name}: not a ValueError")
                 if time.monotonic() - t0 > 1.0:
                     fails.append(f"{name}: took {time.monotonic() - t0:.1f}s")
-                if e.rank != 0:
-                    fails.append(f"{name}: rank attribute {e.rank}")
+                if e.rank != 0 or "rank 0" not in str(e):
+                    fails.append(f"{name}: does not name rank 0: rank attribute {e.rank}: {e}")
             except Exception as e:  # noqa: BLE001
                 fails.append(f"{name}: wrong class {type(e).__mro__}: {e}")
             if not np.array_equal(a, before):
                 fails.append(f"{name}: data moved")
-    x = np.full(5, rank + 1, np.int32)
-    comm.all_reduce(x)
-    if not np.all(x == world * (world + 1) // 2):
-        fails.append(f"follow-up all_reduce wrong: {x}")
-    comm.close()
-    try:
+        else:
+            try:
+                comm.barrier()
+                fails.append(f"{name}: the barrier completed without rank 0")
+            except actorcc.RemoteError as e:
+                if e.rank != 0 or "bad argument" not in str(e):
+                    fails.append(f"{name}: RemoteError does not name rank 0 and why: culprit {e.rank}: {e}")
+            if time.monotonic() - t0 > 5.0:
+                fails.append(f"{name}: the others learned it after {time.monotonic() - t0:.1f}s")
+        # the group is aborted for everyone, rank 0 included
+        try:
+            comm.all_reduce(np.zeros(4, np.float32))
+            fails.append(f"{name}: a later call succeeded")
+        except actorcc.RemoteError:
+            pass
+        comm.close()
+        try:
+            comm.all_reduce(np.zeros(4, np.float32))
+            fails.append(f"{name}: call after close: no error")
+        except actorcc.Error:
+            pass
+        comm.close()  # idempotent
+    return fails
+
+
+def bad_argument_cases(world):
+    """Bad calls found by each layer: the Python layer, the extension and the library (the
+    reduce_scatter sizes are bad only for world > 1)."""
+    cases = {
+        "non-contiguous": lambda c, a: c.all_reduce(np.arange(16, dtype=np.float32)[::2]),
+        "non-contiguous out": lambda c, a: c.all_reduce(a, out=np.empty(16, np.float32)[::2]),
+        "dtype mix": lambda c, a: c.all_reduce(a, out=np.empty(8, np.float64)),
+        "size mismatch": lambda c, a: c.all_reduce(a, out=np.empty(9, np.float32)),
+        "all_gather size": lambda c, a: c.all_gather(a, out=np.empty(8 * world + 1, np.float32)),
+        "reduce_scatter size": lambda c, a: c.reduce_scatter(a, out=np.empty(8, np.float32)),
+        "reduce_scatter split": lambda c, a: c.reduce_scatter(np.empty(world * 2 + 1, np.float32)),
+        "unsupported dtype": lambda c, a: c.all_reduce(np.zeros(4, np.complex64)),
+        "bool dtype": lambda c, a: c.all_reduce(np.zeros(4, np.bool_)),
+        "bad op": lambda c, a: c.all_reduce(a, op="xor"),
+        "bad root": lambda c, a: c.broadcast(a, root=world),
+        "read-only": lambda c, a: c.all_reduce(np.frombuffer(b"\0" * 32, np.float32)),
+        "not a tensor": lambda c, a: c.all_reduce([1.0, 2.0]),
+        "bad stream": lambda c, a: c.all_reduce(a, stream="s"),
+    }
+    if world == 1:
+        del cases["reduce_scatter size"], cases["reduce_scatter split"]
+    return cases
+
+
+def bad_arguments_alone(rank, world, uid):
+    """In a group of one nobody waits in the call: each bad call raises InvalidArgumentError
+    and the group stays usable."""
+    fails = []
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+        for name, fn in bad_argument_cases(world).items():
+            try:
+                fn(comm, np.arange(8, dtype=np.float32))
+                fails.append(f"{name}: no error")
+            except actorcc.InvalidArgumentError:
+                pass
+        x = np.full(5, 3, np.int32)
         comm.all_reduce(x)
-        fails.append("call after close: no error")
-    except actorcc.Error:
-        pass
-    comm.close()  # idempotent
+        if not np.all(x == 3) or comm.aborted:
+            fails.append(f"the group of one is not usable after the bad calls: {x}")
     return fails
 
 
@@ -250,13 +291,21 @@ def async_ops(rank, world, uid):
         g = comm.all_gather(np.array([rank], np.int64), async_op=True).wait()
         if list(g) != list(range(world)):
             fails.append("async all_gather")
-        # a bad argument on the async path raises at call time, not at wait()
-        try:
-            comm.all_reduce(np.arange(8.0)[::2], async_op=True)
-            fails.append("async bad arg: no error")
-        except actorcc.InvalidArgumentError:
-            pass
         comm.barrier(async_op=True).wait()
+        # a bad argument on the async path raises at call time, not at wait(); the refusal
+        # aborts the group, so every rank's next call raises naming rank 0
+        if rank == 0:
+            try:
+                comm.all_reduce(np.arange(8.0)[::2], async_op=True)
+                fails.append("async bad arg: no error")
+            except actorcc.InvalidArgumentError:
+                pass
+        try:
+            comm.barrier(async_op=True).wait()
+            fails.append("async bad arg: the group still works")
+        except actorcc.RemoteError as e:
+            if e.rank != 0:
+                fails.append(f"async bad arg: the abort names rank {e.rank}: {e}")
     return fails
 
 

@@ -271,7 +271,7 @@ bool ShmGroup::wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleep
 
 // Two ranks whose calls differ would pair the wrong data (or the wrong number of sync points)
 // silently. So each call that runs through sync() publishes its descriptor in this rank's flag
-// line before its first step, and that first sync compares it with every peer's once the
+// block before its first step, and that first sync compares it with every peer's once the
 // peer's step is seen (in the peer's flag block, which the wait reads anyway: no message, no
 // extra wait; one more cache line per peer and call).
 // Why slot seq % 2 is stable while it is read: a peer rewrites it only when it begins call

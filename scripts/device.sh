@@ -36,6 +36,13 @@
 #               path on 2+ GPUs) and the torch.distributed backend (test_torch_backend.py); builds
 #               the library and the extension (preset gpu with ACTORCC_PYTHON=ON), ~7 min on 1 GPU:
 #               run it alone with DEVICE_BUDGET=590
+#   errors      the GPU failure cases of tests/gpu/async_errors.cu, 2 ranks (sharing GPU 0 where
+#               only one is lent): a rank that stops calling (stall), closes its communicator
+#               (leave), aborts (abort), is SIGKILLed (kill) while the other's kernel waits for
+#               it; the other must raise from check(), synchronize() and its next call, naming
+#               it, within ~1.5 s of its kernel's timeout (abort, kill: ~1 s). ~30 s
+#   sanitize    compute-sanitizer memcheck and racecheck over gpu_async_errors' collective
+#               matrix on 1 rank, and memcheck with 2 ranks sharing GPU 0. <= 60 s
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -232,7 +239,45 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,40p' "$0"; exit 2; }
+AE=$G/gpu_async_errors
+# async_case NAME CAP RANKS EXPECTED_PASSES ARGS...: one gpu_async_errors group; its verdict is
+# the RESULT lines (the kill case's culprit dies by design, so gpu_launch's exit code is not it).
+async_case() {
+  local name=$1 cap=$2 n=$3 want=$4 pass fail
+  shift 4
+  step "$name" "$cap" env ACTORCC_CUDA_SHARE_GPU=1 "$G/gpu_launch" --devices "$(devlist "$n")" --ids 1 \
+    --timeout $((cap - 5)) -- "$@"
+  pass=$(grep -c "^RESULT async .*: PASS" "$OUT/logs/$name.log")
+  fail=$(grep -c "^RESULT async .*: FAIL" "$OUT/logs/$name.log")
+  grep -h "^RESULT async\|ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT/logs/$name.log"
+  if [ "$pass" -ne "$want" ] || [ "$fail" -ne 0 ]; then
+    echo "$name: FAIL ($pass of $want ranks passed, $fail failed)" | tee -a "$SUMMARY"
+    FAILED=1
+    return 1
+  fi
+}
+
+phase_errors() {
+  ensure_build gpu || return
+  local c ok=0
+  for c in stall leave abort kill; do
+    async_case "errors-$c" 25 2 2 "$AE" "$c" && ok=$((ok + 1))
+  done
+  echo "errors: $ok of 4 GPU failure cases passed" | tee -a "$SUMMARY"
+}
+
+phase_sanitize() {
+  ensure_build gpu || return
+  local cs ok=0
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$cs" ] || { echo "sanitize: FAIL (no compute-sanitizer)" | tee -a "$SUMMARY"; FAILED=1; return; }
+  async_case sanitize-memcheck-1 20 1 1 "$cs" --tool memcheck --error-exitcode 3 "$AE" matrix && ok=$((ok + 1))
+  async_case sanitize-racecheck-1 20 1 1 "$cs" --tool racecheck --error-exitcode 3 "$AE" matrix && ok=$((ok + 1))
+  async_case sanitize-memcheck-2 20 2 2 "$cs" --tool memcheck --error-exitcode 3 "$AE" matrix && ok=$((ok + 1))
+  echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
+}
+
+[ $# -gt 0 ] || { sed -n '2,47p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
@@ -242,7 +287,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | sanitize) "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     evidence) for w in 2 3 4 8; do phase_evidence $w; done ;;

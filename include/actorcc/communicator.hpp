@@ -79,6 +79,17 @@ class Communicator {
   std::vector<std::string> allgather_bytes(const std::string& blob);
   void host_barrier();
 
+  // Asynchronous errors. A call on the CUDA backend returns once enqueued; if its kernel later
+  // gives up (a peer stopped calling and the timeout passed, the group was aborted, ranks
+  // disagreed on the call), a watchdog sets this communicator's error within ~0.1 s and aborts
+  // the group, and from then on check(), synchronize() and every call throw it (naming the
+  // rank at fault). The failed call's output is left incomplete, not poisoned
+  // (docs/reliability.md says why), so check before trusting a result that nothing else waited
+  // on: check() costs no synchronisation; synchronize(stream) first waits for this rank's calls
+  // on `stream`. On the CPU backend calls are synchronous and both only report the group's state.
+  void check();
+  void synchronize(Stream stream = nullptr);
+
   // Makes every rank's pending and later calls fail with a RemoteError naming this rank.
   void abort(const std::string& reason = "abort() called");
   bool aborted() const noexcept;

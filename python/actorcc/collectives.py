@@ -78,7 +78,7 @@ class CollectiveCalls:
             call = make(s, False)  # validated here, before anything is queued
             return Work(result, future=(ex or self._get_executor()).submit(call.run))
         make(s, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None)
+        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _pair(self, send, recv):
         """The extension's arguments for an optional input and output, with a common dtype override."""

@@ -101,28 +101,34 @@ def _open(make, device, backend):
 
 class Work:
     """Handle of an async_op=True call. wait() blocks until the result is ready and returns
-    it (re-raising the call's error); is_completed() polls."""
+    it (re-raising the call's error); is_completed() polls. On the CUDA backend both raise the
+    communicator's error once the call's kernel has finished, if it gave up (a peer stopped
+    calling, the group was aborted, the ranks disagreed): the output is then incomplete."""
 
-    __slots__ = ("_future", "_event", "_result")
+    __slots__ = ("_future", "_event", "_result", "_check")
 
-    def __init__(self, result, future=None, event=None):
+    def __init__(self, result, future=None, event=None, check=None):
         self._result = result
         self._future = future
         self._event = event
+        self._check = check  # the communicator's check(), for device-side failures
 
     def wait(self, timeout=None):
         if self._future is not None:
             self._future.result(timeout)
         elif self._event is not None:
             self._event.synchronize()
+        if self._check is not None:
+            self._check()
         return self._result
 
     def is_completed(self):
         if self._future is not None:
             return self._future.done()
-        if self._event is not None:
-            return bool(self._event.query())
-        return True
+        done = self._event is None or bool(self._event.query())
+        if done and self._check is not None:
+            self._check()
+        return done
 
     def result(self, timeout=None):
         return self.wait(timeout)
@@ -293,7 +299,7 @@ class Communicator(CollectiveCalls):
                 ex = self._get_executor()
             return Work(result, future=ex.submit(call.run))
         self._call(coll, send, recv, op, root, s, override, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None)
+        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _get_executor(self):
         with self._lock:
@@ -402,6 +408,23 @@ class Communicator(CollectiveCalls):
     def deregister_buffer(self, tensor_or_ptr):
         ptr = int(tensor_or_ptr) if isinstance(tensor_or_ptr, int) else T.nbytes(tensor_or_ptr)[0]
         self._host(self._c.deregister_buffer, ptr)
+
+    def check(self):
+        """Raises the group's error if there is one: on the CUDA backend that includes a kernel
+        that gave up after its call returned (a peer stopped calling, an abort, ranks that
+        disagreed; found by a watchdog within ~0.1 s), whose output is then incomplete. No
+        synchronisation: call it after torch.cuda.synchronize() (or use synchronize()) before
+        trusting a result nothing else waited on."""
+        self._c.check()
+
+    def synchronize(self, stream=None):
+        """Waits for this rank's calls on `stream` (a torch/cupy stream or a raw handle; default:
+        the legacy default stream), then check(). CPU backend: calls are synchronous, so this
+        is check()."""
+        if self._cpu:
+            return self._host(self._c.check)
+        s = 0 if stream is None else T.stream_handle(stream, self._rank)
+        self._c.synchronize(s)
 
     def abort(self, reason="abort() called"):
         """Makes every rank's pending and later calls fail with a RemoteError naming this rank.

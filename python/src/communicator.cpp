@@ -237,6 +237,19 @@ void bind_communicator(nb::module_& m) {
              std::shared_lock lock(p.mu);
              p.get().host_barrier();
            })
+      .def("check",
+           [](PyComm& p) {
+             std::shared_lock lock(p.mu);
+             p.get().check();
+           })
+      .def(
+          "synchronize",
+          [](PyComm& p, uintptr_t stream) {
+            nb::gil_scoped_release nogil;  // waits for the device
+            std::shared_lock lock(p.mu);
+            p.get().synchronize(reinterpret_cast<Stream>(stream));
+          },
+          nb::arg("stream") = 0)
       .def(
           "abort",
           [](PyComm& p, const std::string& reason) {

@@ -20,6 +20,12 @@ class BackendImpl {
   virtual Backend kind() const = 0;
   virtual int device() const { return -1; }
   virtual void run(const CollArgs& args) = 0;
+  // Throws the group's error if the backend holds one no call has reported yet (a GPU kernel
+  // that gave up, a peer's abort in shared memory). Cheap: no synchronisation.
+  virtual void poll_errors() {}
+  // Waits until this rank's calls enqueued on `stream` (a cudaStream_t) are done, then as
+  // poll_errors(). Host backends run calls synchronously: nothing to wait for.
+  virtual void synchronize(void* /*stream*/) { poll_errors(); }
   virtual void register_buffer(void* /*ptr*/, size_t /*bytes*/) {}
   virtual void deregister_buffer(void* /*ptr*/) {}
   // `registered_output`: the call's output lies in a buffer passed to register_buffer.

@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "core/validate.hpp"
+#include "group/call_desc.hpp"
 #include "topology/topology.hpp"
 
 namespace actorcc {
@@ -79,21 +80,14 @@ struct Communicator::Impl {
 
   void check_usable() const { abort->throw_if_raised(); }
 
-  // Checked mode: every rank compares the call's signature with every other rank's.
+  // Checked mode: every rank compares the call's descriptor with every other rank's over the
+  // bootstrap, whatever the backend (the protocols' own always-on check: group/call_desc.hpp).
   // Point-to-point calls involve only their peers, so they are matched by the transfer
   // itself (the receiver checks every message's count and dtype), never here; all_to_all_v's
-  // counts differ per rank by design and are matched the same way.
+  // counts differ per rank by design and are matched the same way (its descriptor has none).
   void check_matching(const CollArgs& a) {
     if (a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv) return;
-    std::ostringstream sig;
-    sig << to_string(a.coll) << " dtype=" << to_string(a.dtype);
-    if (a.coll != Collective::AllToAllV) sig << " count=" << a.count;
-    if (a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter || a.coll == Collective::Reduce)
-      sig << " op=" << to_string(a.op);
-    if (a.coll == Collective::Broadcast || a.coll == Collective::Reduce || a.coll == Collective::Gather ||
-        a.coll == Collective::Scatter)
-      sig << " root=" << a.root;
-    auto all = bootstrap->allgather(sig.str(), Deadline::after(ctx.options.timeout));
+    auto all = bootstrap->allgather(CallDesc::of(a).text(), Deadline::after(ctx.options.timeout));
     for (size_t r = 0; r < all.size(); ++r)
       if (all[r] != all[0])
         throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " +
@@ -308,6 +302,15 @@ std::vector<std::string> Communicator::allgather_bytes(const std::string& blob) 
 void Communicator::host_barrier() {
   impl_->check_usable();
   impl_->bootstrap->barrier(Deadline::after(impl_->ctx.options.timeout));
+}
+
+void Communicator::check() {
+  impl_->backend->poll_errors();
+  impl_->check_usable();
+}
+void Communicator::synchronize(Stream stream) {
+  impl_->backend->synchronize(stream);
+  impl_->check_usable();
 }
 
 void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }

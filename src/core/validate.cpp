@@ -1,5 +1,6 @@
 #include "core/validate.hpp"
 
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -48,6 +49,63 @@ size_t total_of(const CollArgs& a, const size_t* counts, const char* which, int 
     total += counts[k];
   }
   return total;
+}
+
+std::string range_text(const void* p, size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%p, +%zu bytes)", p, bytes);
+  return buf;
+}
+
+// Input and output memory may coincide only in the one in-place layout each call defines (as in
+// NCCL): the same buffer for all_reduce / broadcast / reduce, this rank's block of the full
+// buffer for reduce_scatter / all_gather, the root's block for gather / scatter. Any other overlap
+// (an output that is a shifted view of the input) would have the algorithms read bytes they have
+// already overwritten: wrong data, no error. Compared by address range, so two tensor objects
+// viewing the same memory count the same as one. `send_bytes` / `recv_bytes` are this rank's
+// extents; a buffer this rank does not use (off-root) is not compared.
+void check_overlap(const CollArgs& a, int rank, int world, size_t esize, bool uses_send, bool uses_recv) {
+  if (!uses_send || !uses_recv || !a.send || !a.recv) return;
+  const size_t n = a.count * esize, full = n * static_cast<size_t>(world);
+  size_t send_bytes = n, recv_bytes = n;
+  const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
+  bool in_place = false;
+  const char* layout = "recv == send";
+  switch (a.coll) {
+    case Collective::ReduceScatter:
+      send_bytes = full;
+      in_place = r == s + static_cast<size_t>(rank) * n;
+      layout = "recv == send + rank x recv_count";
+      break;
+    case Collective::AllGather:
+      recv_bytes = full;
+      in_place = s == r + static_cast<size_t>(rank) * n;
+      layout = "send == recv + rank x send_count";
+      break;
+    case Collective::Gather:
+      recv_bytes = full;
+      in_place = s == r + static_cast<size_t>(a.root) * n;
+      layout = "send == recv + root x send_count";
+      break;
+    case Collective::Scatter:
+      send_bytes = full;
+      in_place = r == s + static_cast<size_t>(a.root) * n;
+      layout = "recv == send + root x recv_count";
+      break;
+    case Collective::AllToAll:
+      send_bytes = recv_bytes = full;
+      layout = nullptr;  // no in-place form
+      break;
+    default:  // all_reduce, broadcast, reduce
+      in_place = r == s;
+      break;
+  }
+  if (in_place || !(s < r + recv_bytes && r < s + send_bytes)) return;
+  bad(rank, a,
+      "send " + range_text(a.send, send_bytes) + " and recv " + range_text(a.recv, recv_bytes) +
+          " buffers overlap" +
+          (layout ? std::string(" but are not the in-place layout (") + layout + ")"
+                  : std::string(" (all_to_all is not in place)")));
 }
 
 void validate_batch(const CollArgs& a, int rank, int world) {
@@ -112,12 +170,7 @@ void validate_args(const CollArgs& a, int rank, int world) {
   if (!a.recv && needs_recv) bad(rank, a, "recv buffer is null with count " + std::to_string(a.count));
   uintptr_t misalign = (reinterpret_cast<uintptr_t>(a.send) | reinterpret_cast<uintptr_t>(a.recv)) % esize;
   if (misalign) bad(rank, a, "buffer not aligned to its " + std::to_string(esize) + "-byte element size");
-  if (a.coll == Collective::AllToAll) {
-    const size_t bytes = a.count * world * esize;
-    const auto* s = static_cast<const uint8_t*>(a.send);
-    const auto* r = static_cast<const uint8_t*>(a.recv);
-    if (s < r + bytes && r < s + bytes) bad(rank, a, "send and recv buffers overlap (all_to_all is not in place)");
-  }
+  check_overlap(a, rank, world, esize, needs_send, needs_recv);
 }
 
 }  // namespace actorcc

@@ -1,10 +1,14 @@
 // Public value types: names, sizes, parsers, option overrides from the environment.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #include "actorcc/actorcc.hpp"
 #include "core/validate.hpp"
+#include "group/call_desc.hpp"
 
 using namespace actorcc;
 
@@ -163,6 +167,85 @@ TEST(Validate, PointToPointAndRootedCallsNameWhatIsWrong) {
   EXPECT_NO_THROW(validate_args(batch, 1, 3));
   ops[0].buf = reinterpret_cast<char*>(a) + 2;
   expect_bad(batch, "aligned");
+}
+
+// Input and output may share memory only in each call's in-place layout; any other overlap (an
+// output that is a shifted view of the input) is refused by address range. Every collective, at
+// every shift of the output across the input, on a middle rank and on the root.
+TEST(Validate, PartialOverlapIsRefusedExceptTheInPlaceLayout) {
+  constexpr int W = 3, me = 1;
+  constexpr size_t n = 4;
+  alignas(16) float buf[4 * W * n] = {};
+  float* base = buf + W * n;  // room for outputs before and after the input
+  struct Case {
+    Collective coll;
+    int root;
+    long in_place;  // the output's offset (elements, relative to the input) that is in place
+    size_t send_elems, recv_elems;
+  };
+  const Case cases[] = {
+      {Collective::AllReduce, 0, 0, n, n},
+      {Collective::Broadcast, me, 0, n, n},
+      {Collective::Reduce, me, 0, n, n},
+      {Collective::ReduceScatter, 0, long(me * n), W * n, n},
+      {Collective::AllGather, 0, -long(me * n), n, W * n},
+      {Collective::Gather, me, -long(me * n), n, W * n},
+      {Collective::Scatter, me, long(me * n), W * n, n},
+      {Collective::AllToAll, 0, LONG_MIN, W * n, W * n},
+  };
+  for (const Case& c : cases) {
+    for (long shift = -long(W * n); shift <= long(W * n); ++shift) {
+      CollArgs a{c.coll, base, base + shift, n, DataType::Float32, RedOp::Sum, c.root, nullptr};
+      const long lo = shift, hi = shift + long(c.recv_elems);  // output range relative to the input
+      const bool overlaps = lo < long(c.send_elems) && 0 < hi;
+      const std::string what = std::string(to_string(c.coll)) + " shift " + std::to_string(shift);
+      if (!overlaps || shift == c.in_place) {
+        EXPECT_NO_THROW(validate_args(a, me, W)) << what;
+        continue;
+      }
+      try {
+        validate_args(a, me, W);
+        ADD_FAILURE() << what << ": no error";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << what << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // Off the root, the buffer the call does not use there is not compared.
+  CollArgs g{Collective::Gather, base, base + 1, n, DataType::Float32, RedOp::Sum, 0, nullptr};
+  EXPECT_NO_THROW(validate_args(g, me, W));
+  CollArgs b{Collective::Broadcast, base + 1, base, n, DataType::Float32, RedOp::Sum, 0, nullptr};
+  EXPECT_NO_THROW(validate_args(b, me, W));
+}
+
+// The descriptor that the protocols compare: only the fields that matter for the collective,
+// so unused arguments never make a mismatch, and every field that matters does.
+TEST(CallDesc, ComparesAndPrintsTheFieldsThatMatter) {
+  float a[4];
+  CollArgs ar{Collective::AllReduce, a, a, 4096, DataType::Float32, RedOp::Sum, 3, nullptr};
+  EXPECT_EQ(CallDesc::of(ar).text(), "all_reduce(count=4096, float32, sum)");
+  CollArgs other_root = ar;
+  other_root.root = 0;
+  EXPECT_EQ(CallDesc::of(ar), CallDesc::of(other_root));  // all_reduce has no root
+  for (auto change : std::vector<std::function<void(CollArgs&)>>{
+           [](CollArgs& x) { x.count = 2048; }, [](CollArgs& x) { x.dtype = DataType::Int32; },
+           [](CollArgs& x) { x.op = RedOp::Max; }, [](CollArgs& x) { x.coll = Collective::ReduceScatter; }}) {
+    CollArgs x = ar;
+    change(x);
+    EXPECT_NE(CallDesc::of(ar), CallDesc::of(x)) << CallDesc::of(x).text();
+  }
+  CollArgs bc{Collective::Broadcast, a, a, 8, DataType::Int32, RedOp::Max, 1, nullptr};
+  EXPECT_EQ(CallDesc::of(bc).text(), "broadcast(count=8, int32, root=1)");
+  CollArgs bc_op = bc;
+  bc_op.op = RedOp::Sum;
+  EXPECT_EQ(CallDesc::of(bc), CallDesc::of(bc_op));  // broadcast has no op
+  bc_op.root = 0;
+  EXPECT_NE(CallDesc::of(bc), CallDesc::of(bc_op));
+  CollArgs bar{Collective::Barrier, nullptr, nullptr, 5, DataType::Int8, RedOp::Min, 2, nullptr};
+  EXPECT_EQ(CallDesc::of(bar).text(), "barrier()");
+  EXPECT_EQ(CallDesc::of(bar), CallDesc::of(CollArgs{Collective::Barrier}));
+  EXPECT_NE(CallDesc::of(bar), CallDesc{});  // a slot nobody wrote never matches a call
 }
 
 TEST(Types, EveryCollectiveHasAName) {

@@ -23,11 +23,15 @@ class CpuBackend final : public BackendImpl {
   }
 
   Backend kind() const override { return Backend::Cpu; }
+  void poll_errors() override { group_->check_abort(); }
 
   void run(const CollArgs& a) override {
     // Point-to-point based calls run even with nothing to move: the empty message still lets
     // the receiver check that the sender agreed on the size.
     if (is_p2p_based(a.coll)) return cpu::send_recv(*group_, a);
+    // Every call below with something to move runs through sync points, the first of which
+    // compares this descriptor with every peer's (mismatch detection, always on).
+    if (a.coll == Collective::Barrier || a.count != 0) group_->begin_call(CallDesc::of(a));
     switch (a.coll) {
       case Collective::Barrier:
         group_->sync("barrier");

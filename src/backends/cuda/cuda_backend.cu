@@ -1,12 +1,17 @@
 // The CUDA backend: one rank per GPU, ranks of a node share VMM workspaces (transport/ipc) and
 // run the NVLink kernels of src/algorithms/cuda/*.cu on the caller's stream. No host
-// synchronisation per call; kernel failures (timeout, abort) are left in host-mapped memory
-// and turned into exceptions by the next call on the host.
+// synchronisation per call; kernel failures (timeout, abort, mismatch) are left in host-mapped
+// memory, where a watchdog thread finds them within kWatchdogPeriod even if no call follows: it
+// sets the communicator's error (every later call, check(), synchronize() and Work.wait()
+// raise it) and aborts the group through the bootstrap, so every rank learns of it.
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -16,6 +21,7 @@
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
 #include "common/log.hpp"
+#include "common/watchdog.hpp"
 #include "backends/backend.hpp"
 #include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
@@ -40,6 +46,10 @@ constexpr cuda::Launch kLaunch[] = {
 
 using cuda_rt::check;
 using cuda_rt::DeviceGuard;
+
+// How often the watchdog reads the kernels' error record: a failed kernel's group hears of it
+// within this (plus one bootstrap message) even when no further call is made.
+constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 
 // The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..7] the
 // error record (device -> host: code, peer, collective).
@@ -142,11 +152,13 @@ class CudaBackend final : public BackendImpl {
     ctx.abort->on_raise([w] {
       if (auto p = w.lock()) *p->abort_word() = 1;
     });
+    watchdog_ = std::make_unique<Watchdog>(kWatchdogPeriod, [this] { return take_device_error(); });
     LOG_INFO("rank " << ctx.rank << ": CUDA backend on device " << device_ << ", workspace " << (total >> 20)
                      << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << d.tile_bytes << " B");
   }
 
   ~CudaBackend() override {
+    watchdog_.reset();  // before anything it reads goes
     int prev = -1;
     if (cudaGetDevice(&prev) == cudaSuccess && prev != device_) cudaSetDevice(device_);
     // Kernels still queued may use the workspace: let them finish (or fail) before unmapping.
@@ -156,6 +168,17 @@ class CudaBackend final : public BackendImpl {
   }
 
   Backend kind() const override { return Backend::Cuda; }
+
+  void poll_errors() override { check_device_errors(); }
+
+  // Bounded without a deadline of its own: every kernel's waits are (timeout, abort word), and
+  // an abort of the group raises this rank's abort word at once.
+  void synchronize(void* stream) override {
+    DeviceGuard guard(device_);
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    check_device_errors();
+    check(e, "cudaStreamSynchronize");
+  }
   int device() const override { return device_; }
 
   std::string plan(Collective c, size_t bytes, bool registered_output) const override {
@@ -258,29 +281,50 @@ class CudaBackend final : public BackendImpl {
     checked_[next_checked_++ % checked_.size()] = p;
   }
 
-  // A kernel that gave up (timeout, abort) left a record in host-mapped memory: turn it into
-  // the group's error, once, and throw it.
+  // A kernel that gave up (timeout, abort, mismatch) left a record in host-mapped memory: turn
+  // it into the group's error and throw it.
   void check_device_errors() {
-    if (!words_) return;
+    if (take_device_error()) ctx_.abort->rethrow();
+  }
+
+  // The record, if any, becomes the communicator's error (first cause wins, as everywhere). A
+  // timeout or a mismatch this rank's kernel found is also sent to every rank through the
+  // bootstrap: the ranks that are not waiting on the culprit (or are the culprit) would
+  // otherwise learn of it only at their own timeout or never. An abort the kernel merely
+  // obeyed came from the group already. Called by the watchdog thread and by calls; true
+  // once a record was found.
+  bool take_device_error() {
+    if (!words_) return false;
+    // The watchdog and a call may find the record together: the one that reports it finishes
+    // telling the group before the other returns (a caller that exits on the error must not
+    // cut the bootstrap message short).
+    std::lock_guard<std::mutex> g(error_mu_);
     volatile int* e = words_->error();
-    int code = e[0];
-    if (code == cuda::kErrNone) return;
-    int peer = e[1], coll = e[2];
+    const int code = e[0];
+    if (code == cuda::kErrNone) return false;
+    const int peer = e[1], coll = e[2];
     std::string what(to_string(static_cast<Collective>(coll)));  // the kernel's record; "invalid" if garbled
     if (coll < 0 || what == "invalid") what = "collective";
-    std::string ms = std::to_string(ctx_.options.timeout.count());
-    if (code == cuda::kErrTimeout)
-      ctx_.abort->raise(peer, ErrorCode::Timeout,
-                        "CUDA " + what + " timed out after " + ms + " ms waiting for rank " + std::to_string(peer));
-    else if (code == cuda::kErrMismatch)
-      ctx_.abort->raise(peer, ErrorCode::InvalidArgument,
-                        "CUDA " + what + ": rank " + std::to_string(peer) +
-                            " called it with a different count, type or op, or with an output that is not the "
-                            "same registered buffer at the same offset (and alignment) as rank " +
-                            std::to_string(ctx_.rank) + "'s; nothing was written into another rank's output");
-    else
-      ctx_.abort->raise(peer, ErrorCode::Remote, "CUDA " + what + " stopped: the group was aborted");
-    ctx_.abort->rethrow();
+    const std::string me = "rank " + std::to_string(ctx_.rank) + ": ";
+    std::string msg;
+    if (code == cuda::kErrTimeout) {
+      msg = me + "CUDA " + what + " timed out after " + std::to_string(ctx_.options.timeout.count()) +
+            " ms waiting for rank " + std::to_string(peer);
+      ctx_.abort->raise(peer, ErrorCode::Timeout, msg);
+    } else if (code == cuda::kErrMismatch) {
+      msg = me + "CUDA " + what + ": rank " + std::to_string(peer) +
+            " called it with a different count, type or op, or with an output that is not the same registered "
+            "buffer at the same offset (and alignment) as rank " +
+            std::to_string(ctx_.rank) + "'s; nothing was written into another rank's output";
+      ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
+    } else {
+      ctx_.abort->raise(peer, ErrorCode::Remote, me + "CUDA " + what + " stopped: the group was aborted");
+    }
+    if (!msg.empty() && !told_group_.exchange(true)) {
+      LOG_ERROR(msg << " (the call's output is incomplete; this communicator now raises this error)");
+      ctx_.bootstrap->abort(msg);
+    }
+    return true;
   }
 
   // Calls must run in order on the device (they share workspace slots and step counters).
@@ -337,6 +381,9 @@ class CudaBackend final : public BackendImpl {
   bool have_last_ = false;
   std::array<const void*, 8> checked_{};
   size_t next_checked_ = 0;
+  std::mutex error_mu_;                   // take_device_error: one reporter at a time
+  std::atomic<bool> told_group_{false};  // the bootstrap abort went out (once)
+  std::unique_ptr<Watchdog> watchdog_;   // last: stopped first, before what it reads
 };
 
 }  // namespace

@@ -26,19 +26,24 @@ struct ShmGroup::Header {
   char abort_reason[480];
 };
 
-// One cache line per rank so a rank's bumps never invalidate another rank's word.
+// Its own cache lines per rank so a rank's bumps never invalidate another rank's word.
 struct alignas(64) ShmGroup::Flag {
   std::atomic<uint32_t> step;      // sync points passed (epoch counter, wraps harmlessly)
   std::atomic<uint32_t> sleepers;  // ranks in FUTEX_WAIT on `step`
   std::atomic<uint32_t> left;      // 1 once the rank closed its communicator (clean leave)
   std::atomic<uint32_t> bell;      // doorbell of point-to-point transfers (ShmGroup::ring)
   std::atomic<uint32_t> bell_sleepers;
+  // The descriptor of this rank's described call number `seq` (ShmGroup::begin_call), in slot
+  // seq % 2: written before the call's first step, read by peers after they saw that step.
+  struct Described {
+    std::atomic<uint64_t> seq, w0, w1;
+  } desc[2];
 };
 
 namespace {
 
 constexpr uint64_t kMagic = 0x6d68732d63637261ull;  // "arcc-shm"
-constexpr uint32_t kVersion = 2;  // 2: point-to-point channels
+constexpr uint32_t kVersion = 3;  // 2: point-to-point channels; 3: call descriptors
 constexpr size_t kPage = 4096;
 constexpr size_t kDefaultWorkspace = size_t{4} << 20;  // per rank: two 2 MiB buffers
 constexpr size_t kMinBuffer = size_t{32} << 10;
@@ -263,8 +268,44 @@ bool ShmGroup::wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleep
   return true;
 }
 
+// Two ranks whose calls differ would pair the wrong data (or the wrong number of sync points)
+// silently. So each call that runs through sync() publishes its descriptor in this rank's flag
+// block before its first step, and that first sync compares it with every peer's once the
+// peer's step is seen (in the peer's flag block, which the wait reads anyway: no message, no
+// extra wait; one more cache line per peer and call).
+// Why slot seq % 2 is stable while it is read: a peer rewrites it only when it begins call
+// seq + 2, which needs a sync point of call seq + 1, which this rank has not reached yet. And
+// the peer's step reaching this rank's target means the peer is in the same call: every earlier
+// call matched (else it had failed), so both ranks passed the same number of sync points.
+void ShmGroup::begin_call(const CallDesc& d) {
+  uint64_t w[2];
+  std::memcpy(w, &d, sizeof w);
+  mine_ = d;
+  Flag::Described& slot = flags_[me_].desc[++described_ & 1];
+  slot.w0.store(w[0], std::memory_order_relaxed);
+  slot.w1.store(w[1], std::memory_order_relaxed);
+  slot.seq.store(described_, std::memory_order_relaxed);  // published by the step store (seq_cst)
+  compare_next_sync_ = n_ > 1;
+}
+
+void ShmGroup::compare_call(int p) {
+  const Flag::Described& slot = flags_[p].desc[described_ & 1];
+  if (slot.seq.load(std::memory_order_acquire) != described_) return;  // a call without a descriptor
+  const uint64_t w[2] = {slot.w0.load(std::memory_order_relaxed), slot.w1.load(std::memory_order_relaxed)};
+  CallDesc theirs;
+  std::memcpy(&theirs, w, sizeof w);
+  if (theirs == mine_) return;
+  const int who = ctx_.local_ranks[p];
+  fail(ErrorCode::InvalidArgument, who,
+       "rank " + std::to_string(ctx_.rank) + ": mismatched collectives: rank " + std::to_string(who) + " called " +
+           theirs.text() + ", rank " + std::to_string(ctx_.rank) + " called " + mine_.text() + " (call " +
+           std::to_string(described_) + " of this communicator's shm collectives)");
+}
+
 void ShmGroup::sync(const char* what) {
   const uint32_t target = ++step_;
+  const bool compare = compare_next_sync_;
+  compare_next_sync_ = false;
   Flag& mine = flags_[me_];
   mine.step.store(target, std::memory_order_seq_cst);
   if (mine.sleepers.load(std::memory_order_seq_cst) != 0) futex::wake_all(&mine.step);
@@ -290,6 +331,7 @@ void ShmGroup::sync(const char* what) {
                             std::to_string(ctx_.rank) + ")");
       ctx_.abort->rethrow();
     }
+    if (compare) compare_call(p);
   }
   check_abort();  // a peer may have raised the abort word after bumping its step
 }

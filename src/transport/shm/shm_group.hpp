@@ -4,7 +4,8 @@
 // Layout (one segment per host, created by local rank 0, unlinked once every local rank has
 // mapped it):
 //   [Header, 4 KiB]  magic, sizes, abort word + reason
-//   [Flags, 64 B per local rank, 4 KiB aligned]  `step`: how many sync points the rank passed
+//   [Flags, 128 B per local rank, 4 KiB aligned]  `step`: how many sync points the rank passed,
+//            and the descriptor of its current call (begin_call)
 //   [Slots, per local rank: 2 buffers of buffer_bytes each, 4 KiB aligned]
 //   [Channels, one per ordered pair of local ranks: point-to-point (shm_p2p.hpp)]
 //
@@ -36,6 +37,7 @@
 
 #include "actorcc/error.hpp"
 #include "common/deadline.hpp"
+#include "group/call_desc.hpp"
 #include "group/group_context.hpp"
 #include "transport/shm/shm_segment.hpp"
 
@@ -62,6 +64,10 @@ class ShmGroup {
   uint64_t next_round() { return ++round_; }
   // Buffer of `local` rank's slot used in `round`.
   uint8_t* buffer(int local, uint64_t round) const;
+
+  // Starts a collective call that runs through sync() (not point-to-point, not an empty call):
+  // its first sync point fails on every rank, naming both calls, if a local peer's call differs.
+  void begin_call(const CallDesc& d);
 
   // Sync point: publishes this rank's progress and waits for every local peer, bounded by
   // the timeout and the abort word. `what` names the collective for errors.
@@ -92,6 +98,7 @@ class ShmGroup {
   ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::string algo);
   void raise_shared_abort() noexcept;  // from the AbortSignal listener
   [[noreturn]] void throw_timeout(const char* what, uint32_t target);
+  void compare_call(int p);  // fails if local peer p's current call differs from ours
   template <typename Done>
   bool wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Deadline dl, Done done);
 
@@ -108,6 +115,9 @@ class ShmGroup {
   size_t channel_bytes_ = 0;
   uint64_t round_ = 0;
   uint32_t step_ = 0;
+  uint64_t described_ = 0;  // calls begun with begin_call
+  CallDesc mine_;
+  bool compare_next_sync_ = false;
   std::string algo_;
 };
 

@@ -1,0 +1,227 @@
+// gpu_async_errors: the GPU failure cases of docs/reliability.md, and the small collective matrix
+// that compute-sanitizer runs over (scripts/device.sh phases `errors` and `sanitize`). Started
+// by gpu_launch (ACTORCC_TEST_RANK / _WORLD / _IDS); ranks may share one GPU.
+//   gpu_async_errors stall|leave|abort|kill|matrix
+// stall  the last rank stops calling (alive, silent). The others' kernel gives up at the 2 s
+//        timeout and the stream goes on (cudaStreamSynchronize returns); the watchdog must set
+//        the error within ~1 s, so check(), synchronize() and a later call raise, naming the
+//        silent rank; and the silent rank itself learns it (through the bootstrap) without
+//        making another call.
+// leave  the last rank closes its communicator between calls: the others raise naming it.
+// abort  the last rank calls abort() while the others' kernel waits for it: they stop well
+//        before their (30 s) timeout and raise naming it.
+// kill   the last rank SIGKILLs itself in the same place: the same, through the root.
+// matrix every CUDA collective, a few sizes and dtypes, results checked exactly (under
+//        compute-sanitizer: memcheck, racecheck).
+// Each rank prints "RESULT async <case> rank R: PASS|FAIL <detail>" and exits 0 on PASS.
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorcc/actorcc.hpp"
+
+using namespace actorcc;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int g_rank = 0, g_world = 1;
+std::string g_case;
+cudaStream_t g_stream = nullptr;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+[[noreturn]] void verdict(bool pass, const std::string& detail) {
+  std::printf("RESULT async %s rank %d: %s %s\n", g_case.c_str(), g_rank, pass ? "PASS" : "FAIL", detail.c_str());
+  std::fflush(stdout);
+  std::_Exit(pass ? 0 : 1);
+}
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) verdict(false, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Polls check() until it throws (up to `limit` s); returns the error text and the seconds it took,
+// or "" when it never threw.
+std::string first_error(Communicator& c, double limit, double& took) {
+  const auto t0 = Clock::now();
+  while (since(t0) < limit) {
+    try {
+      c.check();
+    } catch (const Error& e) {
+      took = since(t0);
+      return e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  took = since(t0);
+  return "";
+}
+
+bool names(const std::string& msg, int rank) { return msg.find("rank " + std::to_string(rank)) != std::string::npos; }
+
+// What every rank but the culprit checks after its call's kernel gave up (or stopped): the stream
+// went on, and within `bound` s of the call check(), synchronize() and the next call raise,
+// naming the culprit.
+void expect_raised(Communicator& c, float* buf, size_t n, int culprit, double bound) {
+  const auto t0 = Clock::now();
+  c.all_reduce(buf, buf, n, DataType::Float32, RedOp::Sum, g_stream);  // enqueued: returns at once
+  ck(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");        // what torch.cuda.synchronize does
+  const double synced = since(t0);
+  double took = 0;
+  const std::string msg = first_error(c, bound, took);
+  const double total = since(t0);
+  std::ostringstream d;
+  d << "stream done after " << synced << " s, error after " << total << " s: " << msg;
+  if (msg.empty()) verdict(false, "check() never raised; " + d.str());
+  if (!names(msg, culprit)) verdict(false, "the error does not name rank " + std::to_string(culprit) + "; " + d.str());
+  if (total > bound) verdict(false, "too late; " + d.str());
+  for (auto& [what, fn] : std::vector<std::pair<const char*, std::function<void()>>>{
+           {"synchronize", [&] { c.synchronize(g_stream); }},
+           {"a later all_reduce", [&] { c.all_reduce(buf, buf, n, DataType::Float32, RedOp::Sum, g_stream); }}}) {
+    try {
+      fn();
+      verdict(false, std::string(what) + " did not raise; " + d.str());
+    } catch (const Error&) {
+    }
+  }
+  verdict(true, d.str());
+}
+
+// ---- matrix ------------------------------------------------------------------------------
+template <typename T>
+std::vector<T> host_values(size_t n, int rank) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(static_cast<int>((i * 7 + rank * 3) % 11) - 5);
+  return v;
+}
+
+void run_matrix(Communicator& c) {
+  const int W = g_world, me = g_rank;
+  int failures = 0, cases = 0;
+  for (size_t n : {size_t(1), size_t(1001), size_t(70000)}) {
+    float *in = nullptr, *out = nullptr;
+    ck(cudaMalloc(&in, n * W * sizeof(float)), "cudaMalloc");
+    ck(cudaMalloc(&out, n * W * sizeof(float)), "cudaMalloc");
+    std::vector<float> mine = host_values<float>(n * W, me), got(n * W);
+    auto expect = [&](const char* what, const std::vector<float>& want, size_t count) {
+      ++cases;
+      ck(cudaStreamSynchronize(g_stream), what);
+      ck(cudaMemcpy(got.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      for (size_t i = 0; i < count; ++i)
+        if (got[i] != want[i]) {
+          std::printf("rank %d: %s n=%zu: element %zu is %g, want %g\n", me, what, n, i, got[i], want[i]);
+          ++failures;
+          return;
+        }
+    };
+    auto upload = [&] {
+      ck(cudaMemcpy(in, mine.data(), n * W * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      ck(cudaMemset(out, 0xff, n * W * sizeof(float)), "cudaMemset");  // poisoned: NaN
+    };
+    std::vector<float> sum(n * W, 0.f);
+    for (int r = 0; r < W; ++r) {
+      auto v = host_values<float>(n * W, r);
+      for (size_t i = 0; i < n * W; ++i) sum[i] += v[i];
+    }
+    upload();
+    c.all_reduce(in, out, n, DataType::Float32, RedOp::Sum, g_stream);
+    expect("all_reduce", sum, n);
+    upload();
+    c.reduce_scatter(in, out, n, DataType::Float32, RedOp::Sum, g_stream);
+    expect("reduce_scatter", std::vector<float>(sum.begin() + me * n, sum.begin() + (me + 1) * n), n);
+    upload();
+    c.all_gather(in, out, n, DataType::Float32, g_stream);
+    std::vector<float> gathered;
+    for (int r = 0; r < W; ++r) {
+      auto v = host_values<float>(n * W, r);
+      gathered.insert(gathered.end(), v.begin(), v.begin() + n);
+    }
+    expect("all_gather", gathered, n * W);
+    upload();
+    const int root = W - 1;
+    c.broadcast(in, out, n, DataType::Float32, root, g_stream);
+    auto rv = host_values<float>(n * W, root);
+    expect("broadcast", std::vector<float>(rv.begin(), rv.begin() + n), n);
+    c.barrier(g_stream);
+    ck(cudaStreamSynchronize(g_stream), "barrier");
+    c.check();
+    cudaFree(in);
+    cudaFree(out);
+  }
+  verdict(failures == 0, std::to_string(cases) + " cases, " + std::to_string(failures) + " failures");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_case = argc > 1 ? argv[1] : "";
+  const char* r = std::getenv("ACTORCC_TEST_RANK");
+  const char* w = std::getenv("ACTORCC_TEST_WORLD");
+  const char* ids = std::getenv("ACTORCC_TEST_IDS");
+  if (!r || !w || !ids) {
+    std::fprintf(stderr, "run under gpu_launch (ACTORCC_TEST_RANK/_WORLD/_IDS)\n");
+    return 2;
+  }
+  g_rank = std::atoi(r);
+  g_world = std::atoi(w);
+  std::string id(ids);
+  id = id.substr(0, id.find(','));
+  const int culprit = g_world - 1;
+  try {
+    ck(cudaSetDevice(0), "cudaSetDevice");
+    ck(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    Options o;
+    o.backend = Backend::Cuda;
+    // stall / leave: a short timeout to wait out; abort / kill must not need it; the matrix may
+    // run slowly under compute-sanitizer.
+    o.timeout = std::chrono::milliseconds(g_case == "stall" || g_case == "leave" ? 2000 : 30000);
+    auto c = std::make_unique<Communicator>(UniqueId::parse(id), g_rank, g_world, o);
+    if (g_case == "matrix") run_matrix(*c);
+    const size_t n = size_t(1) << 18;  // 1 MiB of float32
+    float* buf = nullptr;
+    ck(cudaMalloc(&buf, n * sizeof(float)), "cudaMalloc");
+    ck(cudaMemset(buf, 0, n * sizeof(float)), "cudaMemset");
+    c->all_reduce(buf, buf, n, DataType::Float32, RedOp::Sum, g_stream);  // warm-up: the group works
+    c->synchronize(g_stream);
+    c->host_barrier();
+    if (g_case == "stall") {
+      if (g_rank != culprit) expect_raised(*c, buf, n, culprit, 2.0 + 1.5);
+      // Silent for longer than the others' timeout, then: the error is here with no call made.
+      std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+      double took = 0;
+      const std::string msg = first_error(*c, 0.5, took);
+      verdict(!msg.empty() && names(msg, culprit), "after the silence, check(): " + (msg.empty() ? "no error" : msg));
+    }
+    if (g_case == "leave") {
+      if (g_rank != culprit) expect_raised(*c, buf, n, culprit, 2.0 + 1.5);
+      c.reset();
+      verdict(true, "closed its communicator");
+    }
+    if (g_case == "abort" || g_case == "kill") {
+      if (g_rank != culprit) expect_raised(*c, buf, n, culprit, 3.0);  // the timeout is 30 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));     // the others are in their kernel
+      if (g_case == "kill") {
+        std::printf("RESULT async kill rank %d: PASS killing itself\n", g_rank);
+        std::fflush(stdout);
+        ::kill(::getpid(), SIGKILL);
+      }
+      c->abort("test abort by the last rank");
+      verdict(true, "aborted");
+    }
+    verdict(false, "unknown case '" + g_case + "' (stall, leave, abort, kill, matrix)");
+  } catch (const std::exception& e) {
+    verdict(false, std::string("unexpected exception: ") + e.what());
+  }
+}

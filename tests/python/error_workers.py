@@ -1,0 +1,157 @@
+"""Rank-side functions of test_call_errors.py (spawned processes, CPU backend): ranks that
+disagree on a call, outputs that overlap their input, check() and Work.wait()."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import actorcc
+
+# name -> (what the odd rank calls, what the others call); each a (method, kwargs-maker) pair.
+# Sizes span the one-shot and the two-shot all-reduce (64 KiB) and several shm rounds.
+MISMATCHES = {
+    "count": (("all_reduce", 2048, "float32", {"op": "sum"}), ("all_reduce", 4096, "float32", {"op": "sum"})),
+    "count-large": (("all_reduce", 1 << 18, "float32", {}), ("all_reduce", (1 << 18) + 1, "float32", {})),
+    "dtype": (("all_reduce", 512, "int32", {}), ("all_reduce", 512, "float32", {})),
+    "op": (("all_reduce", 512, "float32", {"op": "max"}), ("all_reduce", 512, "float32", {"op": "sum"})),
+    "root": (("broadcast", 100, "float64", {"root": 1}), ("broadcast", 100, "float64", {"root": 0})),
+    "collective": (("all_gather", 64, "float32", {}), ("all_reduce", 64, "float32", {})),
+    "barrier": (("barrier", 0, None, {}), ("reduce_scatter", 64, "float32", {})),
+}
+
+
+def _call(comm, world, spec):
+    name, n, dtype, kw = spec
+    if name == "barrier":
+        return comm.barrier()
+    x = np.ones(n * (world if name == "reduce_scatter" else 1), dtype)
+    return getattr(comm, name)(x, **kw)
+
+
+def mismatch(rank, world, uid, case, odd):
+    """Two matching calls, then rank `odd` calls something else: every rank must raise, each
+    message naming both calls. Returns (seconds to the error, type, message)."""
+    theirs, ours = MISMATCHES[case]
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+        comm.host_barrier()
+        t0 = time.monotonic()
+        try:
+            # A rank still in a matching call when the others find the mismatch gets the
+            # group's error there: the group is poisoned either way.
+            for _ in range(2):
+                _call(comm, world, ours)
+            _call(comm, world, theirs if rank == odd else ours)
+        except actorcc.Error as e:
+            return time.monotonic() - t0, type(e).__name__, str(e)
+    return None
+
+
+def matching_sequences(rank, world, uid):
+    """Long runs of varied but matching calls never trip the check (every collective, sizes on
+    both sides of the one-shot limit, roots, ops), and results stay right."""
+    rng = np.random.default_rng(1234)  # the same sequence on every rank
+    fails = []
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+        for i in range(60):
+            n = int(rng.choice([1, 7, 4099, 20000]))
+            k = int(rng.integers(4))
+            if k == 0:
+                x = np.full(n, rank + 1, np.float64)
+                comm.all_reduce(x, op="sum")
+                if not np.all(x == world * (world + 1) / 2):
+                    fails.append(f"call {i}: all_reduce wrong")
+            elif k == 1:
+                root = int(rng.integers(world))
+                x = np.full(n, rank, np.int32)
+                comm.broadcast(x, root=root)
+                if not np.all(x == root):
+                    fails.append(f"call {i}: broadcast wrong")
+            elif k == 2:
+                out = comm.all_gather(np.full(n, rank, np.int64))
+                if not np.array_equal(out, np.repeat(np.arange(world), n)):
+                    fails.append(f"call {i}: all_gather wrong")
+            else:
+                comm.barrier()
+    return fails
+
+
+def overlapping_views(rank, world, uid):
+    """An output that shares memory with the input (a view) is refused unless it is the exact
+    in-place layout; nothing moves and the group stays usable."""
+    fails = []
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+        n = 8
+        buf = np.arange(4 * world * n, dtype=np.float32)
+        before = buf.copy()
+        nxt = (rank + 1) % world  # a block that is not this rank's
+        # Every rank's call is refused (a buffer only the root uses is not compared elsewhere,
+        # so rooted calls are covered by the C++ unit test instead).
+        bad = {
+            "all_reduce shifted": lambda: comm.all_reduce(buf[0:n], out=buf[1:n + 1]),
+            "all_gather out over input, not at this rank's block":
+                lambda: comm.all_gather(buf[nxt * n:(nxt + 1) * n], out=buf[0:world * n]),
+            "reduce_scatter out inside input, not at this rank's block":
+                lambda: comm.reduce_scatter(buf[0:world * n], out=buf[nxt * n + 1:nxt * n + 1 + n]),
+        }
+        for name, call in bad.items():
+            try:
+                call()
+                fails.append(f"{name}: no error")
+            except actorcc.InvalidArgumentError as e:
+                if "overlap" not in str(e) or f"rank {rank}" not in str(e):
+                    fails.append(f"{name}: unclear error: {e}")
+            if not np.array_equal(buf, before):
+                fails.append(f"{name}: data moved")
+                buf[:] = before
+        # The exact in-place layouts pass, whether given as the same object or as another view
+        # of the same memory (address range, not identity).
+        x = np.full(n, rank + 1, np.float32)
+        comm.all_reduce(x, out=x[:])
+        if not np.all(x == world * (world + 1) / 2):
+            fails.append(f"in-place all_reduce through a view: {x}")
+        full = np.zeros(world * n, np.int32)
+        full[rank * n:(rank + 1) * n] = rank + 7
+        comm.all_gather(full[rank * n:(rank + 1) * n], out=full)
+        if not np.array_equal(full, np.repeat(np.arange(world) + 7, n)):
+            fails.append(f"in-place all_gather: {full}")
+        rs = np.ones(world * n, np.float32)
+        comm.reduce_scatter(rs, out=rs[rank * n:(rank + 1) * n])
+        if not np.all(rs[rank * n:(rank + 1) * n] == world):
+            fails.append("in-place reduce_scatter wrong")
+    return fails
+
+
+def check_after_peer_abort(rank, world, uid):
+    """check() and synchronize() pass on a healthy group and raise, naming the culprit, once
+    rank 0 aborted; later calls raise too."""
+    fails = []
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+        comm.check()
+        comm.synchronize()
+        w = comm.all_reduce(np.ones(16, np.float32), async_op=True)
+        w.wait()
+        comm.host_barrier()
+        if rank == 0:
+            comm.abort("rank 0 gives up on purpose")
+        else:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 10:
+                try:
+                    comm.check()
+                except actorcc.RemoteError as e:
+                    if "rank 0" not in str(e) or e.rank != 0:
+                        fails.append(f"check(): error does not name rank 0: {e} (culprit {e.rank})")
+                    break
+                time.sleep(0.01)
+            else:
+                fails.append("check() never raised after rank 0 aborted")
+        for name, fn in [("check", comm.check), ("synchronize", comm.synchronize),
+                         ("all_reduce", lambda: comm.all_reduce(np.ones(4, np.float32))),
+                         ("Work.wait", lambda: comm.all_reduce(np.ones(4, np.float32), async_op=True).wait())]:
+            try:
+                fn()
+                fails.append(f"{name} after the abort: no error")
+            except actorcc.RemoteError:
+                pass
+    return fails

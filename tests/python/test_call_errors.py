@@ -1,0 +1,40 @@
+"""Errors about a call that every rank must see (CPU backend, spawned ranks): ranks that
+disagree on a call are caught by default (the descriptor in the shm protocol), outputs that
+overlap their input are refused by address range, and check() / synchronize() / Work.wait()
+report the group's error."""
+import pytest
+
+import error_workers
+from mp_helpers import expect_no_failures, run_ranks
+
+
+@pytest.mark.parametrize("case", sorted(error_workers.MISMATCHES))
+@pytest.mark.parametrize("world,odd", [(2, 1), (3, 2)])
+def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd):
+    res = run_ranks(world, error_workers.mismatch, uid, case, odd, expect_errors=True, timeout=90)
+    theirs, ours = error_workers.MISMATCHES[case]
+
+    def text(spec):  # the descriptor as the library prints it, up to the dtype
+        name, n, dtype, _ = spec
+        return f"{name}()" if name == "barrier" else f"{name}(count={n}, {dtype}"
+
+    for r, (kind, out) in enumerate(res):
+        assert kind == "ok" and out is not None, f"rank {r}: {kind} {out}"
+        secs, typ, msg = out
+        # Far below the 30 s call timeout: found at the call's first sync point, not by waiting.
+        assert secs < 5, f"rank {r}: {secs:.1f} s: {msg}"
+        assert typ in ("InvalidArgumentError", "RemoteError"), f"rank {r}: {typ}: {msg}"
+        assert "mismatched" in msg and text(theirs) in msg and text(ours) in msg, f"rank {r}: {msg}"
+        assert f"rank {odd} called {text(theirs)}" in msg, f"rank {r}: {msg}"
+
+
+def test_matching_calls_are_never_refused(uid):
+    expect_no_failures(run_ranks(3, error_workers.matching_sequences, uid, timeout=120))
+
+
+def test_overlapping_outputs_are_refused_by_address_range(uid):
+    expect_no_failures(run_ranks(3, error_workers.overlapping_views, uid, timeout=60))
+
+
+def test_check_synchronize_and_wait_report_the_groups_error(uid):
+    expect_no_failures(run_ranks(2, error_workers.check_after_peer_abort, uid, timeout=60))

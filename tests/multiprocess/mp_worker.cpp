@@ -5,6 +5,7 @@
 //   matrix       every collective x dtype x op x count, in and out of place, checked
 //   loop         all_reduce until a RemoteError (or TimeoutError) naming --culprit arrives
 //                (the driver kills or stops that peer)
+//   loop_a2a     the same with all_to_all
 //   abort        rank --culprit calls abort(); the others expect a RemoteError naming it
 //   join_error   joining must fail with InvalidArgument (tampered id, duplicate rank), or
 //                with UnsupportedError given --expect unsupported
@@ -678,12 +679,14 @@ void small_all_reduce_check(Communicator& c) {
 }
 
 // Loops all_reduce until the expected RemoteError arrives. Returns the exit code.
-int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag) {
-  std::vector<float> v(4099, 1.0f);
+// `a2a`: loops on all_to_all instead (point-to-point messages to every rank).
+int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag, bool a2a = false) {
+  std::vector<float> v(4099 * c.world_size(), 1.0f), out(v.size());
   bool announced = false;
   try {
     for (;;) {
-      c.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      if (a2a) c.all_to_all(v.data(), out.data(), 4099, DataType::Float32);
+      else c.all_reduce(v.data(), v.data(), 4099, DataType::Float32, RedOp::Sum);
       std::fill(v.begin(), v.end(), 1.0f);
       if (!announced) {
         std::cout << "LOOPING" << std::endl;
@@ -836,42 +839,6 @@ int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
   return 3;
 }
 
-// Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
-// on every rank before anything moves, with an UnsupportedError that names the rank and says
-// why; plan() names none of them; the group then still works.
-int unsupported_across_nodes(Communicator& c, const std::string& tag) {
-  const int me = c.rank(), n = c.world_size();
-  std::vector<float> in(4 * n, 1.0f), out(4 * n, 0.0f);
-  std::vector<size_t> counts(n, 4);
-  const std::vector<std::pair<Collective, std::function<void()>>> calls = {
-      {Collective::Send, [&] { c.send(in.data(), 4, DataType::Float32, (me + 1) % n); }},
-      {Collective::Recv, [&] { c.recv(out.data(), 4, DataType::Float32, (me + n - 1) % n); }},
-      {Collective::SendRecv, [&] { c.send_recv({{P2POp::Kind::Send, in.data(), 4, DataType::Float32, (me + 1) % n}}); }},
-      {Collective::AllToAll, [&] { c.all_to_all(in.data(), out.data(), 4, DataType::Float32); }},
-      {Collective::AllToAllV, [&] { c.all_to_all_v(in.data(), counts, out.data(), counts, DataType::Float32); }},
-      {Collective::Reduce, [&] { c.reduce(in.data(), out.data(), 4, DataType::Float32, RedOp::Sum, 0); }},
-      {Collective::Gather, [&] { c.gather(in.data(), out.data(), 4, DataType::Float32, 0); }},
-      {Collective::Scatter, [&] { c.scatter(in.data(), out.data(), 4, DataType::Float32, 0); }},
-  };
-  for (const auto& [coll, call] : calls) {
-    const std::string name(to_string(coll));
-    if (c.plan(coll, 16) != "none") throw Failure(tag + ": plan(" + name + ") is " + c.plan(coll, 16));
-    try {
-      call();
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (e.code() != ErrorCode::Unsupported || what.find(tag + ": " + name) == std::string::npos ||
-          what.find("span nodes") == std::string::npos)
-        throw Failure(tag + ": " + name + " failed with the wrong error: " + what);
-      continue;
-    }
-    throw Failure(tag + ": " + name + " ran on a group spanning nodes");
-  }
-  small_all_reduce_check(c);
-  std::cerr << tag << " refused all " << calls.size() << " calls; the group still works" << std::endl;
-  return 0;
-}
-
 int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
@@ -913,7 +880,6 @@ int run(const Args& a) {
     return 0;
   }
   if (a.mode == "p2p_mismatch") return p2p_mismatch(c, a, tag);
-  if (a.mode == "unsupported_across_nodes") return unsupported_across_nodes(c, tag);
   if (a.mode == "bench") {  // latency/bandwidth probe, not a test: prints one line per size
     for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
       std::vector<float> v(bytes / 4, 1.0f);
@@ -927,6 +893,7 @@ int run(const Args& a) {
     return 0;
   }
   if (a.mode == "loop") return loop_until_remote_error(c, a.culprit, tag);
+  if (a.mode == "loop_a2a") return loop_until_remote_error(c, a.culprit, tag, true);
   if (a.mode == "abort") {
     std::vector<float> v(100, 1.0f);
     for (int i = 0; i < 5; ++i) c.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "actorcc/error.hpp"
 #include "transport/tcp/frame.hpp"
@@ -39,6 +40,7 @@ class Transfers {
   }
 
   void run(Deadline deadline, const AbortSignal* abort) {
+    abort_ = abort;
     auto start = Clock::now();
     std::vector<pollfd> fds;
     for (;;) {
@@ -66,6 +68,7 @@ class Transfers {
 
  private:
   static constexpr uint64_t kHdr = kFrameHeaderBytes;
+  static constexpr auto kAbortGrace = std::chrono::milliseconds(250);
   struct State {
     std::array<uint8_t, kFrameHeaderBytes> hdr{};  // ours to send, or the peer's as read
     size_t done = 0;                               // bytes of header + payload moved
@@ -140,9 +143,19 @@ class Transfers {
   }
 
   [[noreturn]] void lost(Pair& p, const char* doing, const std::string& why) {
-    fail(p, ErrorCode::Remote,
-         "TCP connection with rank " + std::to_string(p.peer()) + " (" + p.peer_address() + ") lost while " + doing + ": " +
-             why + " (the rank died, left, or its node is unreachable)");
+    const std::string what = "TCP connection with rank " + std::to_string(p.peer()) + " (" + p.peer_address() +
+                             ") lost while " + doing + ": " + why + " (the rank died, left, or its node is unreachable)";
+    // A rank that leaves after the group failed closes its connections, and a rank that dies
+    // is named by the bootstrap root: either way the group's abort, with the real cause, is
+    // on its way. Give it a moment, so the lost connection is not mistaken for the cause.
+    const auto until = Clock::now() + kAbortGrace;
+    while (abort_ && !abort_->raised() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (abort_ && abort_->raised()) {
+      p.broken_ = "rank " + std::to_string(p.self()) + ": " + what;
+      p.broken_code_ = static_cast<int>(ErrorCode::Remote);
+      abort_->rethrow();
+    }
+    fail(p, ErrorCode::Remote, what);
   }
 
   const Transfer* first_open() const {
@@ -187,6 +200,7 @@ class Transfers {
   const std::vector<Transfer>& xs_;
   std::vector<State> st_;
   std::map<std::pair<Pair*, bool>, Queue> queues_;
+  const AbortSignal* abort_ = nullptr;
 };
 
 void transfer(const std::vector<Transfer>& xs, Deadline deadline, const AbortSignal* abort) {

@@ -1,6 +1,8 @@
 // The CPU backend for groups that span nodes: each node's ranks share one shared-memory
-// group, and each rail (one rank per node, topology/rails.hpp) is a TCP mesh. The
-// collectives are the hierarchical plans run by algorithms/cpu_hier.
+// group, and every rank has a TCP connection to every rank on another node (the rails,
+// topology/rails.hpp, are among them). The collectives are the hierarchical plans run by
+// algorithms/cpu_hier, the point-to-point calls algorithms/cpu_hier_p2p; a helper thread
+// per rank carries the network side of both beside the node side.
 #include <memory>
 #include <mutex>
 

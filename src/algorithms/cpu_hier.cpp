@@ -26,13 +26,54 @@ topology::HierPlan plan_for(const HierGroup& g, Collective coll, size_t count, s
   return p;
 }
 
+// The plan's steps as node steps, then rail steps, then node steps (every pipelined rule
+// has that shape); false for a plan of another shape, which then runs chunk after chunk.
+bool split_phases(const topology::HierPlan& p, size_t* rail_begin, size_t* rail_end) {
+  size_t i = 0, n = p.steps.size();
+  while (i < n && p.steps[i].scope == topology::Scope::Node) ++i;
+  size_t j = i;
+  while (j < n && p.steps[j].scope == topology::Scope::Rail) ++j;
+  for (size_t k = j; k < n; ++k)
+    if (p.steps[k].scope != topology::Scope::Node) return false;
+  *rail_begin = i;
+  *rail_end = j;
+  return i < j;
+}
+
 void run_plan(HierGroup& g, const topology::HierPlan& p, uint8_t* buf, size_t block, int blocks, DataType dt, RedOp op) {
   const size_t chunk = p.chunk_elems ? p.chunk_elems : block;
-  uint64_t step = 0;
-  for (size_t c0 = 0; c0 < block; c0 += chunk) {
-    Chunk c{block, blocks, c0, std::min(chunk, block - c0)};
-    // Tags carry the call and the step: a rank that runs another call or step is named.
-    for (const auto& s : p.steps) run_step(g, s, buf, c, dt, op, (g.calls << 24) + step++);
+  std::vector<Chunk> chunks;
+  for (size_t c0 = 0; c0 < block; c0 += chunk) chunks.push_back({block, blocks, c0, std::min(chunk, block - c0)});
+  // Tags carry the call and the step: a rank that runs another call or step is named.
+  const uint64_t nsteps = p.steps.size();
+  auto steps = [&](size_t k, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) run_step(g, p.steps[i], buf, chunks[k], dt, op, (g.calls << 24) + k * nsteps + i);
+  };
+  size_t rb = 0, re = 0;
+  const size_t depth = static_cast<size_t>(std::max(1, p.pipeline_depth));
+  if (chunks.size() < 2 || depth < 2 || !g.helper || !split_phases(p, &rb, &re)) {
+    for (size_t k = 0; k < chunks.size(); ++k) steps(k, 0, nsteps);
+    return;
+  }
+  // Pipelined: the rail steps of chunk k run on the helper thread while this thread runs the
+  // node steps of the next chunks, up to `depth` chunks in flight. Node steps keep one order
+  // on every rank of a node (before(k), then after(k - depth + 1)), rail steps one order on
+  // every rank of a rail (chunk order, one thread), and chunks are disjoint ranges of the
+  // work buffer, so the two threads never touch the same bytes.
+  Overlap o(*g.helper, g.fail_group);
+  std::vector<uint64_t> ticket(chunks.size());
+  size_t done = 0;  // chunks whose node steps after the rails have run
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    o.here([&] { steps(k, 0, rb); });
+    ticket[k] = o.post([&steps, k, rb, re] { steps(k, rb, re); });
+    for (; done + depth <= k + 1; ++done) {
+      o.wait(ticket[done]);
+      o.here([&] { steps(done, re, nsteps); });
+    }
+  }
+  for (; done < chunks.size(); ++done) {
+    o.wait(ticket[done]);
+    o.here([&] { steps(done, re, nsteps); });
   }
 }
 
@@ -62,15 +103,25 @@ void integer_avg(HierGroup& g, const CollArgs& a) {
 }  // namespace
 
 std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root) {
+  if (coll == Collective::Reduce) return "reduce_as_" + hier_route(g, Collective::AllReduce, count, elem_bytes, root);
   return plan_for(g, coll, count, std::max<size_t>(1, elem_bytes), root).name;
 }
 
 bool hier_serves(Collective c) {
   return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
-         c == Collective::Broadcast || c == Collective::Barrier;
+         c == Collective::Broadcast || c == Collective::Barrier || c == Collective::Reduce;
 }
 
 void hier_collective(HierGroup& g, const CollArgs& a) {
+  if (a.coll == Collective::Reduce) {
+    // An all_reduce that only the root keeps: the same plans, rounding and Avg rules (so reduce
+    // agrees bitwise with all_reduce), at up to twice the network bytes a tree reduce needs.
+    std::vector<uint8_t> scratch(g.rank == a.root ? 0 : a.count * dtype_size(a.dtype));
+    CollArgs b = a;
+    b.coll = Collective::AllReduce;
+    if (g.rank != a.root) b.recv = scratch.data();
+    return hier_collective(g, b);
+  }
   ++g.calls;
   const int w = g.layout.world();
   const size_t es = dtype_size(a.dtype);

@@ -12,8 +12,11 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "group/group_context.hpp"
+#include "algorithms/cpu_hier_overlap.hpp"
 #include "topology/rails.hpp"
 #include "transport/shm/shm_group.hpp"
 #include "transport/tcp/mesh.hpp"
@@ -25,8 +28,12 @@ struct HierGroup {
   topology::NodeLayout layout;
   topology::RailPlan rails;
   ShmGroup* node = nullptr;  // this rank's node
-  tcp::Mesh* mesh = nullptr; // this rank's rail peers (none for a rank in no rail)
+  tcp::Mesh* mesh = nullptr; // every rank on another node (rail steps use the rail peers)
+  NetHelper* helper = nullptr;  // runs the network side beside the node side
   const AbortSignal* abort = nullptr;
+  // Fails the group for every rank with this cause (the bootstrap's abort): both sides of a
+  // call, and the other nodes, stop at once.
+  std::function<void(const std::string&)> fail_group;
   std::chrono::milliseconds timeout{0};  // bound of each network step
   uint64_t calls = 0;                    // collectives so far: tags every network message
 };
@@ -34,10 +41,16 @@ struct HierGroup {
 // The route the planner picks for `coll` (for Communicator::plan and logs).
 std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root);
 
-// The collectives the hierarchical plans carry (all_reduce, reduce_scatter, all_gather,
-// broadcast, barrier); the point-to-point based ones and reduce are not ported to them yet.
+// The collectives the hierarchical plans carry: all_reduce, reduce_scatter, all_gather,
+// broadcast, barrier, and reduce (as an all_reduce whose result only the root keeps).
 bool hier_serves(Collective c);
 
 void hier_collective(HierGroup& g, const CollArgs& a);
+
+// Send, Recv, SendRecv batches, all_to_all(_v), gather, scatter (algorithms/p2p_plan.hpp):
+// the messages between ranks of one node go over its shm channels, the others over the TCP
+// mesh, both at once (the TCP side on the helper thread). A message's size and type are
+// checked by its receiver, as on one host.
+void hier_send_recv(HierGroup& g, const CollArgs& a);
 
 }  // namespace actorcc::cpu

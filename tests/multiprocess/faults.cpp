@@ -19,12 +19,13 @@
 namespace mpw {
 
 // Loops all_reduce until the expected RemoteError arrives. Returns the exit code.
-int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag) {
-  std::vector<float> v(4099, 1.0f);
+int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag, bool a2a) {
+  std::vector<float> v(4099 * c.world_size(), 1.0f), out(v.size());
   bool announced = false;
   try {
     for (;;) {
-      c.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);
+      if (a2a) c.all_to_all(v.data(), out.data(), 4099, DataType::Float32);
+      else c.all_reduce(v.data(), v.data(), 4099, DataType::Float32, RedOp::Sum);
       std::fill(v.begin(), v.end(), 1.0f);
       if (!announced) {
         std::cout << "LOOPING" << std::endl;
@@ -246,40 +247,5 @@ int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag) {
   return 3;
 }
 
-// Ranks on different (virtual) nodes: the calls the hierarchical CPU plans do not carry yet fail
-// on every rank before anything moves, with an UnsupportedError that names the rank and says
-// why; plan() names none of them; the group then still works.
-int unsupported_across_nodes(Communicator& c, const std::string& tag) {
-  const int me = c.rank(), n = c.world_size();
-  std::vector<float> in(4 * n, 1.0f), out(4 * n, 0.0f);
-  std::vector<size_t> counts(n, 4);
-  const std::vector<std::pair<Collective, std::function<void()>>> calls = {
-      {Collective::Send, [&] { c.send(in.data(), 4, DataType::Float32, (me + 1) % n); }},
-      {Collective::Recv, [&] { c.recv(out.data(), 4, DataType::Float32, (me + n - 1) % n); }},
-      {Collective::SendRecv, [&] { c.send_recv({{P2POp::Kind::Send, in.data(), 4, DataType::Float32, (me + 1) % n}}); }},
-      {Collective::AllToAll, [&] { c.all_to_all(in.data(), out.data(), 4, DataType::Float32); }},
-      {Collective::AllToAllV, [&] { c.all_to_all_v(in.data(), counts, out.data(), counts, DataType::Float32); }},
-      {Collective::Reduce, [&] { c.reduce(in.data(), out.data(), 4, DataType::Float32, RedOp::Sum, 0); }},
-      {Collective::Gather, [&] { c.gather(in.data(), out.data(), 4, DataType::Float32, 0); }},
-      {Collective::Scatter, [&] { c.scatter(in.data(), out.data(), 4, DataType::Float32, 0); }},
-  };
-  for (const auto& [coll, call] : calls) {
-    const std::string name(to_string(coll));
-    if (c.plan(coll, 16) != "none") throw Failure(tag + ": plan(" + name + ") is " + c.plan(coll, 16));
-    try {
-      call();
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (e.code() != ErrorCode::Unsupported || what.find(tag + ": " + name) == std::string::npos ||
-          what.find("span nodes") == std::string::npos)
-        throw Failure(tag + ": " + name + " failed with the wrong error: " + what);
-      continue;
-    }
-    throw Failure(tag + ": " + name + " ran on a group spanning nodes");
-  }
-  small_all_reduce_check(c);
-  std::cerr << tag << " refused all " << calls.size() << " calls; the group still works" << std::endl;
-  return 0;
-}
 
 }  // namespace mpw

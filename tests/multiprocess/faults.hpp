@@ -6,8 +6,9 @@
 
 namespace mpw {
 
-// Loops all_reduce until the RemoteError (or TimeoutError) naming `culprit` arrives.
-int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag);
+// Loops all_reduce (`a2a`: all_to_all, point-to-point messages to every rank) until the
+// RemoteError (or TimeoutError) naming `culprit` arrives.
+int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag, bool a2a = false);
 // Both sides of a fault run (--fault at --phase): survivors pass when their error names the culprit.
 int fault_run(const Args& a);
 // All-reduce until the link between nodes is cut; passes when the error names a far rank.
@@ -18,7 +19,5 @@ int bad_call(Communicator& c, const Args& a, const std::string& tag);
 bool names_rank(const std::string& text, int r);
 // Point-to-point calls that disagree across ranks (--expect count | dtype | peer | a2av).
 int p2p_mismatch(Communicator& c, const Args& a, const std::string& tag);
-// A group spanning nodes refuses the calls its plans do not carry, and still works.
-int unsupported_across_nodes(Communicator& c, const std::string& tag);
 
 }  // namespace mpw

@@ -7,6 +7,7 @@
 //   matrix       every collective x dtype x op x count, in and out of place, checked
 //   loop         all_reduce until a RemoteError (or TimeoutError) naming --culprit arrives
 //                (the driver kills or stops that peer)
+//   loop_a2a     the same with all_to_all
 //   abort        rank --culprit calls abort(); the others expect a RemoteError naming it
 //   join_error   joining must fail with InvalidArgument (tampered id, duplicate rank), or
 //                with UnsupportedError given --expect unsupported
@@ -80,7 +81,6 @@ int run(const Args& a) {
     return 0;
   }
   if (a.mode == "p2p_mismatch") return p2p_mismatch(c, a, tag);
-  if (a.mode == "unsupported_across_nodes") return unsupported_across_nodes(c, tag);
   if (a.mode == "bench") {  // latency/bandwidth probe, not a test: prints one line per size
     for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
       std::vector<float> v(bytes / 4, 1.0f);
@@ -94,6 +94,7 @@ int run(const Args& a) {
     return 0;
   }
   if (a.mode == "loop") return loop_until_remote_error(c, a.culprit, tag);
+  if (a.mode == "loop_a2a") return loop_until_remote_error(c, a.culprit, tag, true);
   if (a.mode == "abort") {
     std::vector<float> v(100, 1.0f);
     for (int i = 0; i < 5; ++i) c.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, RedOp::Sum);

@@ -107,6 +107,8 @@ struct MismatchCase {
   int world;
   int receiver;               // the rank that detects it
   std::vector<std::string> needles;  // in the receiver's error
+  const char* nodes = "";            // one ACTORCC_NODE_ID letter per rank ("": one host)
+  std::string name() const { return std::string(expect) + (*nodes ? std::string("_nodes_") + nodes : ""); }
 };
 
 class P2PMismatch : public ::testing::TestWithParam<MismatchCase> {};
@@ -117,7 +119,8 @@ TEST_P(P2PMismatch, EveryRankFailsNamingTheRanks) {
   Procs p;
   const auto t0 = Clock::now();
   for (int r = 0; r < mc.world; ++r)
-    p.spawn(worker_args(id, r, mc.world, "p2p_mismatch", {"--expect", mc.expect, "--timeout-ms", "3000"}));
+    p.spawn(worker_args(id, r, mc.world, "p2p_mismatch", {"--expect", mc.expect, "--timeout-ms", "3000"}),
+            *mc.nodes ? std::vector<std::string>{std::string("ACTORCC_NODE_ID=") + mc.nodes[r]} : std::vector<std::string>{});
   ASSERT_TRUE(p.wait_all(60s)) << p.report();
   EXPECT_LT(Clock::now() - t0, 30s) << p.report();
   expect_all_exit_zero(p);
@@ -131,8 +134,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(MismatchCase{"count", 2, 1, {"mismatched", "rank 1 expects 50 float32", "rank 0 sent 100 float32"}},
                       MismatchCase{"dtype", 2, 1, {"mismatched", "100 int32", "rank 0 sent 100 float32"}},
                       MismatchCase{"peer", 3, 1, {"timed out", "waiting for rank(s)"}},
-                      MismatchCase{"a2av", 3, 0, {"mismatched", "from rank 2", "rank 0 expects 4", "rank 2 sent 5"}}),
-    [](const auto& info) { return std::string(info.param.expect); });
+                      MismatchCase{"a2av", 3, 0, {"mismatched", "from rank 2", "rank 0 expects 4", "rank 2 sent 5"}},
+                      // The same between virtual nodes: the message crosses TCP.
+                      MismatchCase{"count", 2, 1, {"mismatched", "rank 1 expects 50 float32", "rank 0 sent 100 float32"}, "ab"},
+                      MismatchCase{"dtype", 2, 1, {"mismatched", "100 int32", "rank 0 sent 100 float32"}, "ab"},
+                      MismatchCase{"peer", 3, 1, {"timed out", "waiting for rank 2"}, "abc"},
+                      MismatchCase{"a2av", 3, 0, {"mismatched", "from rank 2", "rank 0 expects 4", "rank 2 sent 5"}, "aab"}),
+    [](const auto& info) { return info.param.name(); });
 
 // Ranks on different hosts (virtual nodes, ACTORCC_NODE_ID): the CPU backend runs the
 // hierarchical plans (shm in a node, TCP rails between), the whole matrix, with odd counts
@@ -155,17 +163,18 @@ TEST_P(VirtualNodes, EveryCollectiveDtypeOpCount) {
 INSTANTIATE_TEST_SUITE_P(Layouts, VirtualNodes, ::testing::Values("abab", "abc", "aab"),
                          [](const auto& info) { return info.param; });
 
-// The calls the hierarchical plans do not carry yet (point-to-point and what is built on it,
-// reduce): refused on every rank with a clear error, and the group stays usable.
-TEST(VirtualNodes, PointToPointCallsAreRefusedClearly) {
-  const std::string nodes = "aab";
+// Point-to-point and what is built on it, and reduce, across virtual nodes: messages inside a
+// node over shm, between nodes over TCP, in one batch; every dtype, odd counts, every root
+// (the cases cycle through them), poisoned outputs and guards (the p2p mode's checks).
+TEST_P(VirtualNodes, PointToPointEveryCallDtypeCount) {
+  const std::string nodes = GetParam();
   const int world = static_cast<int>(nodes.size());
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r)
-    p.spawn(worker_args(id, r, world, "unsupported_across_nodes", {"--timeout-ms", "20000"}),
-            {std::string("ACTORCC_NODE_ID=") + nodes[r]});
-  ASSERT_TRUE(p.wait_all(120s)) << p.report();
+    p.spawn(worker_args(id, r, world, "p2p", {"--counts", "0,1,7,4097,70001", "--timeout-ms", "60000"}),
+            {std::string("ACTORCC_NODE_ID=") + nodes[r], "ACTORCC_WORKSPACE_BYTES=65536"});
+  ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
   expect_all_exit_zero(p);
 }
 
@@ -176,12 +185,13 @@ TEST(VirtualNodes, PointToPointCallsAreRefusedClearly) {
 // RemoteError naming rank 1 well within the timeout, and no segment may remain.
 // Rank 1 is SIGKILLed while 4 ranks loop on all_reduce; `nodes` (one ACTORCC_NODE_ID per
 // rank, "" for none) places them on virtual nodes.
-void expect_killed_rank_named(const std::string& nodes) {
+// `mode`: the worker's loop (all_reduce, or all_to_all with "loop_a2a").
+void expect_killed_rank_named(const std::string& nodes, const std::string& mode = "loop") {
   const int world = 4;
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r)
-    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "10000"}),
+    p.spawn(worker_args(id, r, world, mode, {"--culprit", "1", "--timeout-ms", "10000"}),
             nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::string("ACTORCC_NODE_ID=") + nodes[r]});
   ASSERT_TRUE(p.wait_for_output({0, 1, 2, 3}, "LOOPING", 60s)) << p.report();
   std::this_thread::sleep_for(200ms);
@@ -203,6 +213,8 @@ TEST(Failure, KilledRankIsNamedByTheOthers) { expect_killed_rank_named(""); }
 // The same across virtual nodes a, b, a, b: rank 1 (node b) dies; its rail peer (rank 0 on
 // node a), its node peer (rank 3) and rank 2 (neither) all name it.
 TEST(Failure, KilledRankOnAnotherNodeIsNamedByAll) { expect_killed_rank_named("abab"); }
+// The same in all_to_all: rank 1's messages to its node peer (shm) and to node a (TCP).
+TEST(Failure, KilledRankInAllToAllAcrossNodesIsNamedByAll) { expect_killed_rank_named("abab", "loop_a2a"); }
 
 // Rank 1 stops (SIGSTOP: alive, connected, silent): only the collective's own timeout can
 // catch that. Every other rank must fail within about the timeout, naming rank 1.

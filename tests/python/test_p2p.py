@@ -22,6 +22,27 @@ def test_every_call_dtype_size(world, uid):
     expect_no_failures(res, f" (seed {seed})")
 
 
+# The same across virtual nodes (one ACTORCC_NODE_ID letter per rank): the CPU backend's
+# hierarchical path, shm inside a node and TCP between, in one batch.
+@pytest.mark.parametrize("nodes", ["abab"])
+def test_every_call_across_virtual_nodes(nodes, uid):
+    seed = random.getrandbits(32)
+    res = run_ranks(len(nodes), p2p_workers.p2p_matrix, uid, seed, [0, 1, 7, 1001], HAVE_TORCH, timeout=300,
+                    env=lambda r: {"ACTORCC_NODE_ID": nodes[r]})
+    expect_no_failures(res, f" (seed {seed}, nodes {nodes})")
+
+
+def test_mismatched_sizes_across_virtual_nodes_fail_naming_both(uid):
+    res = run_ranks(3, p2p_workers.mismatched_recv, uid, expect_errors=True, timeout=60,
+                    env=lambda r: {"ACTORCC_NODE_ID": "abc"[r]})
+    kind, info = res[1]
+    assert kind == "err" and info["type"] == "InvalidArgumentError", res[1]
+    assert "rank 1 expects 12 float32" in info["msg"] and "rank 0 sent 10 float32" in info["msg"], info["msg"]
+    # Over TCP rank 0's send completes once the kernel holds it, so rank 0 may finish first;
+    # rank 2, which took no part, fails its barrier instead of hanging.
+    assert res[2][0] == "err", res[2]
+
+
 def test_async_op(uid):
     expect_no_failures(run_ranks(3, p2p_workers.async_calls, uid))
 

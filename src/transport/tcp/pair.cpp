@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <thread>
 
 #include "actorcc/error.hpp"
 #include "transport/tcp/frame.hpp"
@@ -23,110 +25,161 @@ void Pair::recv(void* data, size_t n, uint64_t tag, Deadline deadline, const Abo
   exchange(nullptr, nullptr, 0, this, data, n, tag, deadline, abort);
 }
 
-// One exchange's two directions as resumable byte counters over header + payload.
-class Exchange {
+// A batch's messages as resumable byte counters over header + payload. Each (pair,
+// direction) is a queue: only its first unfinished message moves, so messages on one pair
+// and direction keep their order on the stream.
+class Transfers {
  public:
-  Exchange(Pair* to, const void* sd, size_t sn, Pair* from, void* rd, size_t rn, uint64_t tag)
-      : to_(to), from_(from), sdata_(static_cast<const uint8_t*>(sd)), rdata_(static_cast<uint8_t*>(rd)),
-        sn_(sn), rn_(rn), tag_(tag), shdr_(encode(FrameHeader{tag, sn})) {
-    for (Pair* p : {to_, from_})
-      if (p && !p->broken_.empty()) rethrow_broken(*p);
-    sent_ = to_ ? 0 : kFrameHeaderBytes + sn_;
-    got_ = from_ ? 0 : kFrameHeaderBytes + rn_;
+  explicit Transfers(const std::vector<Transfer>& xs) : xs_(xs), st_(xs.size()) {
+    for (size_t i = 0; i < xs_.size(); ++i) {
+      const Transfer& x = xs_[i];
+      if (!x.pair->broken_.empty()) rethrow_broken(*x.pair);
+      st_[i].hdr = encode(FrameHeader{x.tag, x.bytes});
+      queue(x.pair, x.send).push_back(i);
+    }
   }
 
   void run(Deadline deadline, const AbortSignal* abort) {
+    abort_ = abort;
     auto start = Clock::now();
+    std::vector<pollfd> fds;
     for (;;) {
       if (abort && abort->raised()) abort->rethrow();
-      progress_send();
-      progress_recv();
-      if (send_done() && recv_done()) return;
-      pollfd fds[2];
-      int nfds = 0;
-      if (!send_done()) fds[nfds++] = {to_->fd(), POLLOUT, 0};
-      if (!recv_done()) {
-        if (nfds == 1 && fds[0].fd == from_->fd())
-          fds[0].events |= POLLIN;
-        else
-          fds[nfds++] = {from_->fd(), POLLIN, 0};
+      bool open = false;
+      fds.clear();
+      for (auto& [key, q] : queues_) {
+        auto& [pair, send] = key;
+        while (q.head < q.items.size() && (send ? progress_send(q.items[q.head]) : progress_recv(q.items[q.head]))) ++q.head;
+        if (q.head == q.items.size()) continue;
+        open = true;
+        const short ev = send ? POLLOUT : POLLIN;
+        auto it = std::find_if(fds.begin(), fds.end(), [&](const pollfd& f) { return f.fd == pair->fd(); });
+        if (it == fds.end()) fds.push_back({pair->fd(), ev, 0});
+        else it->events |= ev;
       }
+      if (!open) return;
       // Wake at least every 50 ms to see the abort word even when the peer is silent.
       int wait_ms = static_cast<int>(std::min<int64_t>(deadline.remaining().count(), 50));
-      int r = ::poll(fds, nfds, wait_ms);
-      if (r < 0 && errno != EINTR) fail(send_done() ? *from_ : *to_, ErrorCode::System, std::string("poll: ") + std::strerror(errno));
+      int r = ::poll(fds.data(), fds.size(), wait_ms);
+      if (r < 0 && errno != EINTR) fail(*first_open()->pair, ErrorCode::System, std::string("poll: ") + std::strerror(errno));
       if (r == 0 && deadline.expired()) timeout(start);
     }
   }
 
  private:
   static constexpr uint64_t kHdr = kFrameHeaderBytes;
+  static constexpr auto kAbortGrace = std::chrono::milliseconds(250);
+  struct State {
+    std::array<uint8_t, kFrameHeaderBytes> hdr{};  // ours to send, or the peer's as read
+    size_t done = 0;                               // bytes of header + payload moved
+  };
+  struct Queue {
+    std::vector<size_t> items;
+    size_t head = 0;
+  };
 
-  bool send_done() const { return sent_ == kHdr + sn_; }
-  bool recv_done() const { return got_ == kHdr + rn_; }
+  std::vector<size_t>& queue(Pair* p, bool send) { return queues_[{p, send}].items; }
+  bool finished(size_t i) const { return st_[i].done == kHdr + xs_[i].bytes; }
 
-  void progress_send() {
-    while (!send_done()) {
-      const uint8_t* p = sent_ < kHdr ? shdr_.data() + sent_ : sdata_ + (sent_ - kHdr);
-      size_t n = sent_ < kHdr ? kHdr - sent_ : sn_ - (sent_ - kHdr);
+  // Moves what the socket takes now; true when message `i` is complete.
+  bool progress_send(size_t i) {
+    const Transfer& x = xs_[i];
+    State& s = st_[i];
+    const auto* data = static_cast<const uint8_t*>(x.data);
+    while (!finished(i)) {
+      const uint8_t* p = s.done < kHdr ? s.hdr.data() + s.done : data + (s.done - kHdr);
+      size_t n = s.done < kHdr ? kHdr - s.done : x.bytes - (s.done - kHdr);
       // MSG_NOSIGNAL: a vanished peer gives EPIPE here rather than SIGPIPE to the process.
-      ssize_t k = ::send(to_->fd(), p, n, MSG_NOSIGNAL);
+      ssize_t k = ::send(x.pair->fd(), p, n, MSG_NOSIGNAL);
       if (k > 0) {
-        sent_ += static_cast<size_t>(k);
+        s.done += static_cast<size_t>(k);
         continue;
       }
       if (k < 0 && errno == EINTR) continue;
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      lost(*to_, "sending", k < 0 ? std::strerror(errno) : "connection closed");
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      lost(*x.pair, "sending", k < 0 ? std::strerror(errno) : "connection closed");
     }
+    return true;
   }
 
-  void progress_recv() {
-    while (!recv_done()) {
-      uint8_t* p = got_ < kHdr ? rhdr_ + got_ : rdata_ + (got_ - kHdr);
-      size_t n = got_ < kHdr ? kHdr - got_ : rn_ - (got_ - kHdr);
-      ssize_t k = ::recv(from_->fd(), p, n, 0);
+  bool progress_recv(size_t i) {
+    const Transfer& x = xs_[i];
+    State& s = st_[i];
+    auto* data = static_cast<uint8_t*>(x.data);
+    while (!finished(i)) {
+      uint8_t* p = s.done < kHdr ? s.hdr.data() + s.done : data + (s.done - kHdr);
+      size_t n = s.done < kHdr ? kHdr - s.done : x.bytes - (s.done - kHdr);
+      ssize_t k = ::recv(x.pair->fd(), p, n, 0);
       if (k > 0) {
-        bool header_now = got_ < kHdr && got_ + static_cast<size_t>(k) == kHdr;
-        got_ += static_cast<size_t>(k);
-        if (header_now) check_header();
+        bool header_now = s.done < kHdr && s.done + static_cast<size_t>(k) == kHdr;
+        s.done += static_cast<size_t>(k);
+        if (header_now) check_header(i);
         continue;
       }
       if (k < 0 && errno == EINTR) continue;
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      lost(*from_, "receiving", k < 0 ? std::strerror(errno) : "connection closed");
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+      lost(*x.pair, "receiving", k < 0 ? std::strerror(errno) : "connection closed");
     }
+    return true;
   }
 
   // The header is checked before a payload byte is read: the posted buffer bounds the
   // message, and a mismatch is named instead of being read into the wrong place.
-  void check_header() {
-    auto h = decode_frame_header(rhdr_);
-    if (!h) fail(*from_, ErrorCode::Remote, "garbled stream from rank " + std::to_string(from_->peer()) + " (bad frame header)");
-    if (h->tag != tag_ || h->length != rn_)
-      fail(*from_, ErrorCode::InvalidArgument,
-           "rank " + std::to_string(from_->peer()) + " sent a message of " + std::to_string(h->length) + " bytes (tag " +
-               std::to_string(h->tag) + ") where " + std::to_string(rn_) + " bytes (tag " + std::to_string(tag_) +
-               ") were expected: the ranks called different collectives or sizes");
+  void check_header(size_t i) {
+    const Transfer& x = xs_[i];
+    Pair& p = *x.pair;
+    auto h = decode_frame_header(st_[i].hdr.data());
+    if (!h) fail(p, ErrorCode::Remote, "garbled stream from rank " + std::to_string(p.peer()) + " (bad frame header)");
+    if (h->tag != x.tag || h->length != x.bytes) {
+      try {
+        fail(p, ErrorCode::InvalidArgument,
+             "rank " + std::to_string(p.peer()) + " sent a message of " + std::to_string(h->length) + " bytes (tag " +
+                 std::to_string(h->tag) + ") where " + std::to_string(x.bytes) + " bytes (tag " + std::to_string(x.tag) +
+                 ") were expected: the ranks called different collectives or sizes");
+      } catch (const InvalidArgument& e) {
+        throw FrameMismatch(e.what(), p.self(), p.peer(), h->tag, h->length);
+      }
+    }
   }
 
   [[noreturn]] void lost(Pair& p, const char* doing, const std::string& why) {
-    fail(p, ErrorCode::Remote,
-         "TCP connection with rank " + std::to_string(p.peer()) + " (" + p.peer_address() + ") lost while " + doing + ": " +
-             why + " (the rank died, left, or its node is unreachable)");
+    const std::string what = "TCP connection with rank " + std::to_string(p.peer()) + " (" + p.peer_address() +
+                             ") lost while " + doing + ": " + why + " (the rank died, left, or its node is unreachable)";
+    // A rank that leaves after the group failed closes its connections, and a rank that dies
+    // is named by the bootstrap root: either way the group's abort, with the real cause, is
+    // on its way. Give it a moment, so the lost connection is not mistaken for the cause.
+    const auto until = Clock::now() + kAbortGrace;
+    while (abort_ && !abort_->raised() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (abort_ && abort_->raised()) {
+      p.broken_ = "rank " + std::to_string(p.self()) + ": " + what;
+      p.broken_code_ = static_cast<int>(ErrorCode::Remote);
+      abort_->rethrow();
+    }
+    fail(p, ErrorCode::Remote, what);
+  }
+
+  const Transfer* first_open() const {
+    for (size_t i = 0; i < xs_.size(); ++i)
+      if (!finished(i)) return &xs_[i];
+    return &xs_.front();
   }
 
   [[noreturn]] void timeout(Clock::time_point start) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
     std::string who;
-    if (!recv_done())
-      who = "rank " + std::to_string(from_->peer()) + " (" + from_->peer_address() + ") to send " +
-            std::to_string(kHdr + rn_ - got_) + " more bytes";
-    if (!send_done())
-      who += std::string(who.empty() ? "" : " and ") + "rank " + std::to_string(to_->peer()) + " (" + to_->peer_address() +
-             ") to take " + std::to_string(kHdr + sn_ - sent_) + " more bytes";
-    Pair& p = recv_done() ? *to_ : *from_;
-    fail(p, ErrorCode::Timeout, "timed out after " + std::to_string(ms) + " ms waiting for " + who + " (tag " + std::to_string(tag_) + ")");
+    const Transfer* blame = nullptr;
+    for (const auto& [key, q] : queues_) {
+      if (q.head == q.items.size()) continue;
+      const size_t i = q.items[q.head];
+      const Transfer& x = xs_[i];
+      const size_t left = kHdr + x.bytes - st_[i].done;
+      // The peers not heard from come first: they are the likelier culprits.
+      if (!blame || (!x.send && blame->send)) blame = &x;
+      who += std::string(who.empty() ? "" : " and ") + "rank " + std::to_string(x.pair->peer()) + " (" +
+             x.pair->peer_address() + ") to " + (x.send ? "take " : "send ") + std::to_string(left) + " more bytes";
+    }
+    fail(*blame->pair, ErrorCode::Timeout,
+         "timed out after " + std::to_string(ms) + " ms waiting for " + who + " (tag " + std::to_string(blame->tag) + ")");
   }
 
   [[noreturn]] static void fail(Pair& p, ErrorCode code, const std::string& what) {
@@ -144,21 +197,24 @@ class Exchange {
     }
   }
 
-  Pair* to_;
-  Pair* from_;
-  const uint8_t* sdata_;
-  uint8_t* rdata_;
-  size_t sn_, rn_;
-  uint64_t tag_;
-  std::array<uint8_t, kFrameHeaderBytes> shdr_;
-  uint8_t rhdr_[kFrameHeaderBytes] = {};
-  size_t sent_ = 0, got_ = 0;
+  const std::vector<Transfer>& xs_;
+  std::vector<State> st_;
+  std::map<std::pair<Pair*, bool>, Queue> queues_;
+  const AbortSignal* abort_ = nullptr;
 };
+
+void transfer(const std::vector<Transfer>& xs, Deadline deadline, const AbortSignal* abort) {
+  if (xs.empty()) return;
+  Transfers t(xs);
+  t.run(deadline, abort);
+}
 
 void exchange(Pair* to, const void* send_data, size_t send_n, Pair* from, void* recv_data, size_t recv_n, uint64_t tag,
               Deadline deadline, const AbortSignal* abort) {
-  Exchange x(to, send_data, send_n, from, recv_data, recv_n, tag);
-  x.run(deadline, abort);
+  std::vector<Transfer> xs;
+  if (to) xs.push_back({to, true, const_cast<void*>(send_data), send_n, tag});
+  if (from) xs.push_back({from, false, recv_data, recv_n, tag});
+  transfer(xs, deadline, abort);
 }
 
 }  // namespace actorcc::tcp

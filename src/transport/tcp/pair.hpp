@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bootstrap/socket.hpp"
+#include "actorcc/error.hpp"
 #include "common/abort_signal.hpp"
 #include "common/deadline.hpp"
 
@@ -31,7 +33,7 @@ class Pair {
   void recv(void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort);
 
  private:
-  friend class Exchange;
+  friend class Transfers;
   net::Fd fd_;
   int self_;
   int peer_;
@@ -39,6 +41,32 @@ class Pair {
   std::string broken_;
   int broken_code_ = 0;  // ErrorCode of the first failure
 };
+
+// One message of a batch: sent to or received from `pair`, framed with `tag`.
+struct Transfer {
+  Pair* pair = nullptr;
+  bool send = true;
+  void* data = nullptr;  // read for a send, written for a recv
+  size_t bytes = 0;
+  uint64_t tag = 0;
+};
+
+// A received frame whose tag or length differs from what the receiver posted (the ranks
+// called different collectives, sizes or types). Carries both sides, so a caller that knows
+// what its tags mean can say so in its own words; the pair is broken afterwards.
+class FrameMismatch : public InvalidArgument {
+ public:
+  FrameMismatch(const std::string& m, int rank, int peer, uint64_t sent_tag, uint64_t sent_bytes)
+      : InvalidArgument(m, rank), peer(peer), sent_tag(sent_tag), sent_bytes(sent_bytes) {}
+  int peer;
+  uint64_t sent_tag, sent_bytes;
+};
+
+// Runs every transfer to completion, all progressing at once under one poll (so no set of
+// ranks that send to each other can wait on each other's socket buffers); transfers on the
+// same pair and direction run in their order in `xs`. Errors as for exchange() below; a
+// mismatched frame throws FrameMismatch.
+void transfer(const std::vector<Transfer>& xs, Deadline deadline, const AbortSignal* abort);
 
 // Sends `send_n` bytes to `to` while receiving `recv_n` bytes from `from` (either pair may be
 // null; both may be the same pair), progressing both at once: two ranks that send to each

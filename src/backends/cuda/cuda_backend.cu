@@ -271,7 +271,9 @@ class CudaBackend final : public BackendImpl {
     volatile int* e = words_->error();
     int code = e[0];
     if (code == cuda::kErrNone) return;
-    int peer = e[1], coll = e[2];
+    // The kernel's peer is a rank of this backend's group; errors name the whole group's rank
+    // (they differ where this backend serves one node of a larger group).
+    int peer = ctx_.global_rank(e[1]), coll = e[2];
     std::string what(to_string(static_cast<Collective>(coll)));  // the kernel's record; "invalid" if garbled
     if (coll < 0 || what == "invalid") what = "collective";
     std::string ms = std::to_string(ctx_.options.timeout.count());
@@ -283,7 +285,7 @@ class CudaBackend final : public BackendImpl {
                         "CUDA " + what + ": rank " + std::to_string(peer) +
                             " called it with a different count, type or op, or with an output that is not the "
                             "same registered buffer at the same offset (and alignment) as rank " +
-                            std::to_string(ctx_.rank) + "'s; nothing was written into another rank's output");
+                            std::to_string(ctx_.global_rank(ctx_.rank)) + "'s; nothing was written into another rank's output");
     else
       ctx_.abort->raise(peer, ErrorCode::Remote, "CUDA " + what + " stopped: the group was aborted");
     ctx_.abort->rethrow();

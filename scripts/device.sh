@@ -13,8 +13,10 @@
 #               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu); on one GPU
 #               4 ranks run every 2nd case, 8 ranks every 6th. shared2 ... shared8: one world
 #               (caps 100, 130, 150, 200)
-#   vnodes      two virtual nodes (ACTORCC_NODE_ID per rank): the NCCL path, every collective
-#               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
+#   vnodes      two virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID) on the GPUs lent, ranks
+#               sharing them: the hierarchical GPU backend on 2 x 1 and 2 x 2 ranks, every
+#               collective and dtype checked exactly, a kill case (~90 s), then actorcc against
+#               flat NCCL over the same ranks (actorcc-bench --nodes 2, ~40 s)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
 #               src/common/mutation.hpp and without: gpu_worker --mutation-check on 3 ranks and
 #               actorcc-bench on 3 ranks (route twoshot forced: the mutations live in the
@@ -116,26 +118,54 @@ phase_shared() {
   group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
 }
 
+# vnodes: virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID per node, from actorcc-bench --nodes)
+# on whatever GPUs are lent, ranks sharing them (ACTORCC_CUDA_SHARE_GPU=1): the hierarchical
+# GPU backend (the CUDA backend inside a node, NCCL rails between over NCCL's socket transport)
+# on 2 nodes x 1 rank and 2 x 2, every collective and dtype, odd counts, one case >= 64 MiB
+# (chunked, pipelined) and one CUDA-graph case, each result checked exactly; a rank killed
+# mid-run, which every other rank must name within the timeout; then actorcc against flat
+# NCCL over the same ranks in one run (2 x 1, where NCCL can form the flat communicator).
 phase_vnodes() {
   ensure_build gpu || return
-  if [ "$NGPU" -lt 2 ]; then
-    printf '%-30s SKIPPED (needs 2+ GPUs: NCCL refuses ranks sharing one)\n' vnodes | tee -a "$SUMMARY"
-    return
-  fi
-  local name args
-  while read -r name args; do
-    # shellcheck disable=SC2086
-    step "vnodes-$name" 120 "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 \
-      --no-plot --timeout 60 $args -J "$OUT/vnodes-$name.json" || FAILED=1
-    grep -q "using NCCL" "$OUT/logs/vnodes-$name.log" || { echo "vnodes-$name: no worker reported the NCCL backend"; FAILED=1; }
+  local name gpus args t0 rc before=$FAILED
+  t0=$(date +%s)
+  while read -r name gpus args; do
+    # shellcheck disable=SC2086  # args: words on purpose
+    step "vnodes-$name" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus "$gpus" --nodes 2 --stagger 0 --impl actorcc \
+      -n 2 -w 1 -c 1 --no-plot --timeout 20 $args -J "$OUT/vnodes-$name.json" || FAILED=1
+    grep -Eq "(hier|rail|leaders)_[a-z_]+" "$OUT/logs/vnodes-$name.log" ||
+      { echo "vnodes-$name: no hierarchical route in the table"; FAILED=1; }
   done <<'EOF'
-all_reduce-float-sum --coll all_reduce -d float -o sum
-all_reduce-half-min-inplace --coll all_reduce -d half -o min --inplace
-all_reduce-bfloat16-avg --coll all_reduce -d bfloat16 -o avg
-reduce_scatter-int32-prod --coll reduce_scatter -d int32 -o prod
-all_gather-int8 --coll all_gather -d int8
-broadcast-float-root1 --coll broadcast -d float -r 1
+2x2-ar-float-sum-64M 4 --coll all_reduce -d float -o sum -b 4004 -e 68M -f 130
+2x2-ar-half-min-inplace 4 --coll all_reduce -d half -o min --inplace -b 2002 -e 4M -f 45
+2x2-ar-bf16-avg-graph 4 --coll all_reduce -d bfloat16 -o avg -b 1002 -e 4M -f 64 -G 2
+2x2-ar-int64-max 4 --coll all_reduce -d int64 -o max -b 8008 -e 4M -f 22
+2x2-rs-int32-prod 4 --coll reduce_scatter -d int32 -o prod -b 16016 -e 8M -f 22
+2x2-rs-double-sum-inplace 4 --coll reduce_scatter -d double -o sum --inplace -b 32032 -e 32M -f 32
+2x2-ag-int8 4 --coll all_gather -d int8 -b 4004 -e 16M -f 32
+2x2-ag-uint8-inplace 4 --coll all_gather -d uint8 --inplace -b 4004 -e 4M -f 32
+2x2-bc-float-root3 4 --coll broadcast -d float -r 3 -b 4004 -e 16M -f 64
+2x2-bc-half-root0-inplace 4 --coll broadcast -d half -r 0 --inplace -b 2002 -e 1M -f 22
+2x1-ar-float-sum 2 --coll all_reduce -d float -o sum -b 4004 -e 16M -f 64
+2x1-rs-bf16-sum 2 --coll reduce_scatter -d bfloat16 -o sum -b 4004 -e 4M -f 32
+2x1-ag-int32 2 --coll all_gather -d int32 -b 8008 -e 4M -f 32
+2x1-bc-int8-root1 2 --coll broadcast -d int8 -r 1 -b 1001 -e 1M -f 32
 EOF
+  # A rank killed mid-run (rank 2: node 1): the others must fail naming it, not hang.
+  step vnodes-2x2-kill 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc -n 2 -w 1 \
+    -c 1 --no-plot --timeout 10 -b 1M -e 16M -f 4 --inject-fail 2@4M
+  rc=$?
+  if [ "$rc" = 0 ] || ! grep -q "rank 2" "$OUT/logs/vnodes-2x2-kill.log"; then
+    echo "vnodes-2x2-kill: expected a failure naming rank 2 (exit $rc)"
+    FAILED=1
+  fi
+  local verdict=PASS
+  [ "$FAILED" = "$before" ] || verdict=FAIL
+  echo "VNODES $verdict: 14 checked runs and the kill case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
+  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run.
+  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc,nccl \
+    -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
+  tail -25 "$OUT/logs/vnodes-bench-2x1.log"
 }
 
 phase_mutations() {

@@ -162,9 +162,11 @@ EOF
   local verdict=PASS
   [ "$FAILED" = "$before" ] || verdict=FAIL
   echo "VNODES $verdict: 14 checked runs and the kill case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
-  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run.
-  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc,nccl \
+  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the info log
+  # has the rails' NCCL setup time next to the bench's first-call latency.
+  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc,nccl \
     -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
+  grep -h "rail setup took" "$OUT/logs/vnodes-bench-2x1.log" | head -2
   tail -25 "$OUT/logs/vnodes-bench-2x1.log"
 }
 

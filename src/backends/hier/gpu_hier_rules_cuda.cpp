@@ -32,6 +32,7 @@ class Rules {
     L_ = static_cast<int>(l.nodes[n_].size());
     N_ = l.num_nodes();
     W_ = l.world();
+    for (int q = 0; q < W_; ++q) everyone_.push_back(q);
   }
 
   void run(const topology::HierPlan& p) {
@@ -96,6 +97,19 @@ class Rules {
   void copy(void* dst, const void* src, size_t elems, cudaStream_t s) {
     if (elems) check(cudaMemcpyAsync(dst, src, elems * es_, cudaMemcpyDeviceToDevice, s), "hierarchical copy", g_.rank);
   }
+  // Chunk [c0, c0 + cn) of the user's blocks (m elements each) to (or from) the scratch,
+  // where the blocks of groups[0], then of groups[1], ... lie one after another (cn each).
+  enum Dir { ToScratch, FromScratch };
+  void move_blocks(Dir d, uint8_t* scratch, const uint8_t* user, const std::vector<std::vector<int>>& groups, size_t m,
+                   size_t c0, size_t cn) {
+    size_t at = 0;
+    for (const auto& g : groups)
+      for (int q : g) {
+        uint8_t* s = scratch + bytes(at++ * cn);
+        auto* u = const_cast<uint8_t*>(user) + bytes(q * m + c0);  // written only FromScratch (the output)
+        d == ToScratch ? copy(s, u, cn, g_.node_s) : copy(u, s, cn, g_.node_s);
+      }
+  }
   uint8_t* slot(int s) { return g_.scratch + static_cast<size_t>(s) * g_.slot_bytes; }
   size_t bytes(size_t elems) const { return elems * es_; }
 
@@ -159,9 +173,7 @@ class Rules {
              {[&](size_t c, int s) {
                 auto [c0, cn] = cs[c];
                 uint8_t* in = slot(s);
-                for (int k = 0; k < L_; ++k)
-                  for (int n = 0; n < N_; ++n)
-                    copy(in + bytes((k * N_ + n) * cn), send + bytes(g_.rails.rails[k][n] * m + c0), cn, g_.node_s);
+                move_blocks(ToScratch, in, send, g_.rails.rails, m, c0, cn);
                 node(Collective::ReduceScatter, in, in + bytes(W_ * cn), N_ * cn);
               },
               [&](size_t c, int s) {
@@ -179,7 +191,7 @@ class Rules {
     pipeline(cs.size(), p.pipeline_depth, g_.node_s, g_.rail_s,
              {[&](size_t c, int s) {
                 auto [c0, cn] = cs[c];
-                for (int q = 0; q < W_; ++q) copy(slot(s) + bytes(q * cn), send + bytes(q * m + c0), cn, g_.node_s);
+                move_blocks(ToScratch, slot(s), send, {everyone_}, m, c0, cn);
                 node(Collective::Reduce, slot(s), slot(s) + bytes(W_ * cn), W_ * cn, 0);
               },
               [&](size_t c, int s) {
@@ -213,9 +225,7 @@ class Rules {
                 auto [c0, cn] = cs[c];
                 uint8_t* out = slot(s) + bytes(N_ * cn);
                 node(Collective::AllGather, slot(s), out, N_ * cn);
-                for (int k = 0; k < L_; ++k)
-                  for (int n = 0; n < N_; ++n)
-                    copy(recv + bytes(g_.rails.rails[k][n] * m + c0), out + bytes((k * N_ + n) * cn), cn, g_.node_s);
+                move_blocks(FromScratch, out, recv, g_.rails.rails, m, c0, cn);
               }});
   }
 
@@ -249,9 +259,7 @@ class Rules {
                 auto [c0, cn] = cs[c];
                 uint8_t* all = slot(s) + bytes(L_ * cn);
                 node(Collective::Broadcast, all, all, W_ * cn, 0);
-                for (int n = 0; n < N_; ++n)
-                  for (size_t i = 0; i < nodes[n].size(); ++i)
-                    copy(recv + bytes(nodes[n][i] * m + c0), all + bytes((first[n] + i) * cn), cn, g_.node_s);
+                move_blocks(FromScratch, all, recv, nodes, m, c0, cn);
               }});
   }
 
@@ -297,6 +305,7 @@ class Rules {
   size_t es_;
   RedOp op_;
   int n_ = 0, k_ = 0, L_ = 1, N_ = 1, W_ = 1;
+  std::vector<int> everyone_;  // 0 .. W-1
 };
 
 }  // namespace

@@ -43,7 +43,10 @@ class Rules {
     if (a_.coll == Collective::Broadcast) {
       root_node = g_.layout.node_of[a_.root];
       root_local = g_.layout.local_index[a_.root];
-      if (g_.rank == a_.root && send != recv) copy(recv, send, a_.count, g_.node_s);
+      if (g_.rank == a_.root && send != recv) {
+        copy(recv, send, a_.count, g_.node_s);
+        to_rail();  // the rail broadcast reads it
+      }
     }
     switch (rule) {
       case Rule::RailAllReduce: return rail(Collective::AllReduce, send, recv, a_.count);

@@ -123,8 +123,8 @@ phase_shared() {
 # GPU backend (the CUDA backend inside a node, NCCL rails between over NCCL's socket transport)
 # on 2 nodes x 1 rank and 2 x 2, every collective and dtype, odd counts, one case >= 64 MiB
 # (chunked, pipelined) and one CUDA-graph case, each result checked exactly; a rank killed
-# mid-run, which every other rank must name within the timeout; then actorcc against flat
-# NCCL over the same ranks in one run (2 x 1, where NCCL can form the flat communicator).
+# mid-run and one that hangs, which the other ranks must name within the timeout; then
+# actorcc against flat NCCL over the same ranks in one run (2 x 1: NCCL can form that one).
 phase_vnodes() {
   ensure_build gpu || return
   local name gpus args t0 rc before=$FAILED
@@ -159,9 +159,18 @@ EOF
     echo "vnodes-2x2-kill: expected a failure naming rank 2 (exit $rc)"
     FAILED=1
   fi
+  # A rank that hangs (rank 1, outside any call): its node peer's kernels and its rail peer's
+  # NCCL call (watched against --timeout) must end in an error naming it, within the bound.
+  step vnodes-2x2-hang 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc -n 2 -w 1 \
+    -c 1 --no-plot --timeout 5 -b 1M -e 16M -f 4 --inject-hang 1@4M
+  rc=$?
+  if [ "$rc" = 0 ] || ! grep -q "rank 1" "$OUT/logs/vnodes-2x2-hang.log"; then
+    echo "vnodes-2x2-hang: expected a failure naming rank 1 (exit $rc)"
+    FAILED=1
+  fi
   local verdict=PASS
   [ "$FAILED" = "$before" ] || verdict=FAIL
-  echo "VNODES $verdict: 14 checked runs and the kill case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
+  echo "VNODES $verdict: 14 checked runs, the kill and the hang case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
   # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the info log
   # has the rails' NCCL setup time next to the bench's first-call latency.
   step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc,nccl \

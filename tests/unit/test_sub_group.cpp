@@ -122,6 +122,7 @@ TEST(SubGroup, AbortingTheViewAbortsTheWholeGroup) {
   const int world = 4;
   auto err = run_group(world, seconds(10), [&](GroupContext& ctx) {
     auto sg = make_sub_group(ctx, same_parity(ctx.rank, world), "-n");
+    ctx.bootstrap->barrier(Deadline::after(seconds(10)));  // every sub-group is up (an abort during setup is another case)
     if (ctx.rank == 2) sg->ctx.bootstrap->abort("node step failed on purpose");
     // Everyone, in either sub-group, learns it through the whole group's bootstrap.
     const auto t0 = steady_clock::now();

@@ -125,16 +125,31 @@ phase_shared() {
 # (chunked, pipelined) and one CUDA-graph case, each result checked exactly; a rank killed
 # mid-run and one that hangs, which the other ranks must name within the timeout; then
 # actorcc against flat NCCL over the same ranks in one run (2 x 1: NCCL can form that one).
+# vnodes_fault NAME RANK ARGS...: a bench run where RANK fails by ARGS; it must end non-zero with an
+# error naming RANK, within the step's cap (the other ranks do not hang).
+vnodes_fault() {
+  local fname=$1 frank=$2 frc
+  shift 2
+  step "vnodes-2x2-$fname" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc \
+    -n 2 -w 1 -c 1 --no-plot -b 1M -e 16M -f 4 "$@"
+  frc=$?
+  if [ "$frc" = 0 ] || ! grep -q "rank $frank" "$OUT/logs/vnodes-2x2-$fname.log"; then
+    echo "vnodes-2x2-$fname: expected a failure naming rank $frank (exit $frc)"
+    VN_BAD=1
+  fi
+}
+
 phase_vnodes() {
   ensure_build gpu || return
-  local name gpus args t0 rc before=$FAILED
+  local name gpus args t0
+  VN_BAD=0
   t0=$(date +%s)
   while read -r name gpus args; do
     # shellcheck disable=SC2086  # args: words on purpose
     step "vnodes-$name" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus "$gpus" --nodes 2 --stagger 0 --impl actorcc \
-      -n 2 -w 1 -c 1 --no-plot --timeout 20 $args -J "$OUT/vnodes-$name.json" || FAILED=1
+      -n 2 -w 1 -c 1 --no-plot --timeout 20 $args -J "$OUT/vnodes-$name.json" || VN_BAD=1
     grep -Eq "(hier|rail|leaders)_[a-z_]+" "$OUT/logs/vnodes-$name.log" ||
-      { echo "vnodes-$name: no hierarchical route in the table"; FAILED=1; }
+      { echo "vnodes-$name: no hierarchical route in the table"; VN_BAD=1; }
   done <<'EOF'
 2x2-ar-float-sum-64M 4 --coll all_reduce -d float -o sum -b 4004 -e 68M -f 130
 2x2-ar-half-min-inplace 4 --coll all_reduce -d half -o min --inplace -b 2002 -e 4M -f 45
@@ -151,30 +166,17 @@ phase_vnodes() {
 2x1-ag-int32 2 --coll all_gather -d int32 -b 8008 -e 4M -f 32
 2x1-bc-int8-root1 2 --coll broadcast -d int8 -r 1 -b 1001 -e 1M -f 32
 EOF
-  # A rank killed mid-run (rank 2: node 1): the others must fail naming it, not hang.
-  step vnodes-2x2-kill 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc -n 2 -w 1 \
-    -c 1 --no-plot --timeout 10 -b 1M -e 16M -f 4 --inject-fail 2@4M
-  rc=$?
-  if [ "$rc" = 0 ] || ! grep -q "rank 2" "$OUT/logs/vnodes-2x2-kill.log"; then
-    echo "vnodes-2x2-kill: expected a failure naming rank 2 (exit $rc)"
-    FAILED=1
-  fi
-  # A rank that hangs (rank 1, outside any call): its node peer's kernels and its rail peer's
-  # NCCL call (watched against --timeout) must end in an error naming it, within the bound.
-  step vnodes-2x2-hang 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc -n 2 -w 1 \
-    -c 1 --no-plot --timeout 5 -b 1M -e 16M -f 4 --inject-hang 1@4M
-  rc=$?
-  if [ "$rc" = 0 ] || ! grep -q "rank 1" "$OUT/logs/vnodes-2x2-hang.log"; then
-    echo "vnodes-2x2-hang: expected a failure naming rank 1 (exit $rc)"
-    FAILED=1
-  fi
+  # A rank killed mid-run (rank 2: node 1); a rank that hangs outside any call (rank 1): its
+  # node peer's kernels and its rail peer's NCCL call (watched against --timeout) must end.
+  vnodes_fault kill 2 --timeout 10 --inject-fail 2@4M
+  vnodes_fault hang 1 --timeout 5 --inject-hang 1@4M
   local verdict=PASS
-  [ "$FAILED" = "$before" ] || verdict=FAIL
+  [ "$VN_BAD" = 0 ] || { verdict=FAIL; FAILED=1; }
   echo "VNODES $verdict: 14 checked runs, the kill and the hang case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
   # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the info log
   # has the rails' NCCL setup time next to the bench's first-call latency.
-  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc,nccl \
-    -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
+  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 \
+    --impl actorcc,nccl -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
   grep -h "rail setup took" "$OUT/logs/vnodes-bench-2x1.log" | head -2
   tail -25 "$OUT/logs/vnodes-bench-2x1.log"
 }

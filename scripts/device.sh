@@ -19,8 +19,10 @@
 #               world time-capped (14-20 s of cases, caps 28-35 s: <= 125 s in all); the case
 #               counts by collective, dtype, op, world and size band in $OUT/counts/ and
 #               counts.txt. evidence2 ... evidence8: one world
-#   vnodes      two virtual nodes (ACTORCC_NODE_ID per rank): the NCCL path, every collective
-#               checked exactly (needs 2+ GPUs: NCCL refuses ranks sharing one)
+#   vnodes      two virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID) on the GPUs lent, ranks
+#               sharing them: the hierarchical GPU backend on 2 x 1 and 2 x 2 ranks, every
+#               collective and dtype checked exactly, a kill case (~90 s), then actorcc against
+#               flat NCCL over the same ranks (actorcc-bench --nodes 2, ~40 s)
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
 #               src/common/mutation.hpp and without: gpu_worker --mutation-check on 3 ranks and
 #               actorcc-bench on 3 ranks (route twoshot forced: the mutations live in the
@@ -146,26 +148,67 @@ phase_evidence() {
   grep -h "^COUNT-BY\|^COUNT-TOTAL" "$OUT/logs/evidence-$w.log" | head -40
 }
 
+# vnodes: virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID per node, from actorcc-bench --nodes)
+# on whatever GPUs are lent, ranks sharing them (ACTORCC_CUDA_SHARE_GPU=1): the hierarchical
+# GPU backend (the CUDA backend inside a node, NCCL rails between over NCCL's socket transport)
+# on 2 nodes x 1 rank and 2 x 2, every collective and dtype, odd counts, one case >= 64 MiB
+# (chunked, pipelined) and one CUDA-graph case, each result checked exactly; a rank killed
+# mid-run and one that hangs, which the other ranks must name within the timeout; then
+# actorcc against flat NCCL over the same ranks in one run (2 x 1: NCCL can form that one).
+# vnodes_fault NAME RANK ARGS...: a bench run where RANK fails by ARGS; it must end non-zero with an
+# error naming RANK, within the step's cap (the other ranks do not hang).
+vnodes_fault() {
+  local fname=$1 frank=$2 frc
+  shift 2
+  step "vnodes-2x2-$fname" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc \
+    -n 2 -w 1 -c 1 --no-plot -b 1M -e 16M -f 4 "$@"
+  frc=$?
+  if [ "$frc" = 0 ] || ! grep -q "rank $frank" "$OUT/logs/vnodes-2x2-$fname.log"; then
+    echo "vnodes-2x2-$fname: expected a failure naming rank $frank (exit $frc)"
+    VN_BAD=1
+  fi
+}
+
 phase_vnodes() {
   ensure_build gpu || return
-  if [ "$NGPU" -lt 2 ]; then
-    printf '%-30s SKIPPED (needs 2+ GPUs: NCCL refuses ranks sharing one)\n' vnodes | tee -a "$SUMMARY"
-    return
-  fi
-  local name args
-  while read -r name args; do
-    # shellcheck disable=SC2086
-    step "vnodes-$name" 120 "$BENCH" --gpus 2 --nodes 2 --stagger 0 --impl actorcc -b 1K -e 64M -f 8 -n 5 -w 1 -c 1 \
-      --no-plot --timeout 60 $args -J "$OUT/vnodes-$name.json" || FAILED=1
-    grep -q "using NCCL" "$OUT/logs/vnodes-$name.log" || { echo "vnodes-$name: no worker reported the NCCL backend"; FAILED=1; }
+  local name gpus args t0
+  VN_BAD=0
+  t0=$(date +%s)
+  while read -r name gpus args; do
+    # shellcheck disable=SC2086  # args: words on purpose
+    step "vnodes-$name" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus "$gpus" --nodes 2 --stagger 0 --impl actorcc \
+      -n 2 -w 1 -c 1 --no-plot --timeout 20 $args -J "$OUT/vnodes-$name.json" || VN_BAD=1
+    grep -Eq "(hier|rail|leaders)_[a-z_]+" "$OUT/logs/vnodes-$name.log" ||
+      { echo "vnodes-$name: no hierarchical route in the table"; VN_BAD=1; }
   done <<'EOF'
-all_reduce-float-sum --coll all_reduce -d float -o sum
-all_reduce-half-min-inplace --coll all_reduce -d half -o min --inplace
-all_reduce-bfloat16-avg --coll all_reduce -d bfloat16 -o avg
-reduce_scatter-int32-prod --coll reduce_scatter -d int32 -o prod
-all_gather-int8 --coll all_gather -d int8
-broadcast-float-root1 --coll broadcast -d float -r 1
+2x2-ar-float-sum-64M 4 --coll all_reduce -d float -o sum -b 4004 -e 68M -f 130
+2x2-ar-half-min-inplace 4 --coll all_reduce -d half -o min --inplace -b 2002 -e 4M -f 45
+2x2-ar-bf16-avg-graph 4 --coll all_reduce -d bfloat16 -o avg -b 1002 -e 4M -f 64 -G 2
+2x2-ar-int64-max 4 --coll all_reduce -d int64 -o max -b 8008 -e 4M -f 22
+2x2-rs-int32-prod 4 --coll reduce_scatter -d int32 -o prod -b 16016 -e 8M -f 22
+2x2-rs-double-sum-inplace 4 --coll reduce_scatter -d double -o sum --inplace -b 32032 -e 32M -f 32
+2x2-ag-int8 4 --coll all_gather -d int8 -b 4004 -e 16M -f 32
+2x2-ag-uint8-inplace 4 --coll all_gather -d uint8 --inplace -b 4004 -e 4M -f 32
+2x2-bc-float-root3 4 --coll broadcast -d float -r 3 -b 4004 -e 16M -f 64
+2x2-bc-half-root0-inplace 4 --coll broadcast -d half -r 0 --inplace -b 2002 -e 1M -f 22
+2x1-ar-float-sum 2 --coll all_reduce -d float -o sum -b 4004 -e 16M -f 64
+2x1-rs-bf16-sum 2 --coll reduce_scatter -d bfloat16 -o sum -b 4004 -e 4M -f 32
+2x1-ag-int32 2 --coll all_gather -d int32 -b 8008 -e 4M -f 32
+2x1-bc-int8-root1 2 --coll broadcast -d int8 -r 1 -b 1001 -e 1M -f 32
 EOF
+  # A rank killed mid-run (rank 2: node 1); a rank that hangs outside any call (rank 1): its
+  # node peer's kernels and its rail peer's NCCL call (watched against --timeout) must end.
+  vnodes_fault kill 2 --timeout 10 --inject-fail 2@4M
+  vnodes_fault hang 1 --timeout 5 --inject-hang 1@4M
+  local verdict=PASS
+  [ "$VN_BAD" = 0 ] || { verdict=FAIL; FAILED=1; }
+  echo "VNODES $verdict: 14 checked runs, the kill and the hang case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
+  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the info log
+  # has the rails' NCCL setup time next to the bench's first-call latency.
+  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 \
+    --impl actorcc,nccl -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
+  grep -h "rail setup took" "$OUT/logs/vnodes-bench-2x1.log" | head -2
+  tail -25 "$OUT/logs/vnodes-bench-2x1.log"
 }
 
 phase_mutations() {
@@ -277,7 +320,7 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
-[ $# -gt 0 ] || { sed -n '2,47p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,49p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {

@@ -81,6 +81,22 @@ def _node_ip():
         return ""
 
 
+def _use_ray_node_id():
+    """Inside an actor: makes Ray's node id this process's node identity (ACTORCC_NODE_ID), so
+    actors on nodes that share a host name (ray.cluster_utils.Cluster, containers with one
+    hostname) are still told apart, and actors of one node are grouped by what Ray schedules
+    on. An ACTORCC_NODE_ID already set (virtual nodes, tests) wins. Returns the identity used."""
+    if os.environ.get("ACTORCC_NODE_ID"):
+        return os.environ["ACTORCC_NODE_ID"]
+    try:
+        node_id = _ray().get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - not inside Ray: actorcc's own host identity stands
+        return None
+    if node_id:
+        os.environ["ACTORCC_NODE_ID"] = f"ray-{node_id}"
+    return os.environ.get("ACTORCC_NODE_ID")
+
+
 def _actor_name(actor):
     try:
         return f"{type(actor).__name__}({actor._actor_id.hex()[:12]})"
@@ -95,6 +111,7 @@ def _join(actor_self, name, uid, rank, world, kwargs):
     if old is not None and not old.closed:
         raise InvalidArgumentError(f"actorcc group {name!r} already exists in this actor (rank {old.rank}); "
                                    "destroy_group it first")
+    _use_ray_node_id()
     comm = Communicator(uid, rank, world, **kwargs)
     _GROUPS[name] = comm
     return _describe(comm)
@@ -102,7 +119,8 @@ def _join(actor_self, name, uid, rank, world, kwargs):
 
 def _describe(comm):
     return {"rank": comm.rank, "world_size": comm.world_size, "backend": comm.backend, "device": comm.device,
-            "pid": os.getpid(), "hostname": socket.gethostname(),
+            "pid": os.getpid(), "hostname": socket.gethostname(), "node_id": os.environ.get("ACTORCC_NODE_ID"),
+            "num_nodes": comm.num_nodes,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
@@ -275,6 +293,7 @@ def _backend_class():
                 opts.update(extra)
             else:
                 uid = _rendezvous(group_name, rank, opts.get("join_timeout") or 60.0)
+            _use_ray_node_id()
             self._comm = Communicator(uid, rank, world_size, **opts)
             if pending is None and rank == 0:
                 _drop_store(group_name)  # every rank has read the id: it joined

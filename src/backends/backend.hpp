@@ -37,6 +37,8 @@ std::unique_ptr<BackendImpl> make_cpu_backend(GroupContext& ctx);
 // CPU groups that span nodes: shm inside a node, TCP rails between (backends/hier).
 std::unique_ptr<BackendImpl> make_cpu_hier_backend(GroupContext& ctx);
 std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext& ctx);  // only with ACTORCC_WITH_CUDA
+// GPU groups that span nodes: the CUDA backend inside each node, NCCL rails between (backends/hier).
+std::unique_ptr<BackendImpl> make_gpu_hier_backend(GroupContext& ctx);
 // All collectives through NCCL (loaded at run time); `why` is logged. Collective over all ranks.
 std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext& ctx, const std::string& why);
 bool cuda_usable(int device);  // a device this process can use exists (false without a driver)

@@ -12,6 +12,10 @@ std::unique_ptr<BackendImpl> make_cuda_backend(GroupContext&) {
   throw UnsupportedError("this actorcc was built without CUDA (no nvcc at build time)");
 }
 
+std::unique_ptr<BackendImpl> make_gpu_hier_backend(GroupContext&) {
+  throw UnsupportedError("this actorcc was built without CUDA, so without its GPU path across nodes");
+}
+
 std::unique_ptr<BackendImpl> make_nccl_backend(GroupContext&, const std::string&) {
   throw UnsupportedError("this actorcc was built without CUDA, so without its NCCL path");
 }

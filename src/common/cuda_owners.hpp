@@ -117,4 +117,21 @@ class Event {
   std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, Destroy> e_;
 };
 
+// A non-blocking CUDA stream (it never waits for the legacy default stream), on the current device.
+class Stream {
+ public:
+  Stream() {
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    s_.reset(s);
+  }
+  cudaStream_t get() const { return s_.get(); }
+
+ private:
+  struct Destroy {
+    void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+  };
+  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, Destroy> s_;
+};
+
 }  // namespace actorcc::cuda_rt

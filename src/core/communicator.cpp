@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/outcomes.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "core/validate.hpp"
@@ -43,6 +44,21 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string failed_ranks(Bootstrap& bs, Deadline dl, const std::string& my_error) {
   auto o = Outcomes::gather_error(bs, my_error, dl);
   return o.all_ok() ? std::string() : "\n  " + o.reasons("", "\n  ");
+}
+
+// How a GPU group that spans nodes is served: "hier" (default) or "flat". A group decision:
+// rank 0's value holds for every rank (a rank that read another one says so), since ranks
+// that took different backends would wait for each other in setups that never meet.
+std::string multinode_shape(Bootstrap& bs, int rank, Deadline dl) {
+  // setting: ACTORCC_MULTINODE - hier|flat: GPU groups across nodes use the hierarchical backend or one flat NCCL communicator over all ranks (default hier; rank 0's value holds)
+  std::string mine = env::get("ACTORCC_MULTINODE").value_or("hier");
+  if (mine != "hier" && mine != "flat") {
+    LOG_WARN("rank " << rank << ": ACTORCC_MULTINODE=" << mine << " is neither hier nor flat; using hier");
+    mine = "hier";
+  }
+  const auto all = bs.allgather(mine, dl);
+  if (all[0] != mine) LOG_WARN("rank " << rank << ": ACTORCC_MULTINODE=" << mine << " here, " << all[0] << " on rank 0: using rank 0's");
+  return all[0];
 }
 
 template <typename Make>
@@ -174,32 +190,40 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
     auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cpu_backend(ctx); }));
     if (!bad.empty())
       throw UnsupportedError("CPU backend setup failed on " + bad, rank);
-  } else if (ctx.num_nodes > 1) {
-    // Between nodes NCCL carries the traffic; the hierarchical path (NVLink inside a node, NCCL
-    // rails between nodes) is not built yet, so NCCL carries all of it for now.
-    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
-      return make_nccl_backend(ctx, "the group spans " + std::to_string(ctx.num_nodes) + " nodes");
-    }));
-    if (!bad.empty())
-      throw UnsupportedError("NCCL setup for a multi-node group failed on " +
-                                 bad,
-                             rank);
   } else {
-    auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cuda_backend(ctx); }));
-    if (!bad.empty()) {
-      // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
-      // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
-      // there is no fallback to try.
-      if (topology::shared_gpu(ctx.peers).first >= 0)
-        throw UnsupportedError("CUDA backend setup failed on " + bad, rank);
-      // GPUs that cannot map each other's memory (no P2P, VMM import refused): NCCL, never slower.
-      std::string why = "the NVLink/VMM path is unavailable:" + bad;
-      backend.reset();
-      auto bad2 = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_nccl_backend(ctx, why); }));
-      if (!bad2.empty())
-        throw UnsupportedError("CUDA backend setup failed on " + bad +
-                                   "\nand the NCCL fallback failed on " + bad2,
+    // Across nodes: the hierarchical backend (the CUDA backend inside each node, NCCL rails
+    // between), or one flat NCCL communicator when asked for (the baseline the bench compares).
+    // Inside one node: the CUDA backend. Either way, GPUs that cannot map each other's memory
+    // (no P2P, VMM import refused) fall back to flat NCCL, never slower.
+    const bool flat = ctx.num_nodes > 1 && multinode_shape(bs, rank, setup) == "flat";
+    const std::string where = ctx.num_nodes > 1 ? "the group spans " + std::to_string(ctx.num_nodes) + " nodes" : "";
+    std::string bad;
+    if (flat) {
+      bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
+        return make_nccl_backend(ctx, where + " and ACTORCC_MULTINODE=flat asks for one NCCL communicator");
+      }));
+      if (!bad.empty())
+        throw UnsupportedError("NCCL setup for a multi-node group failed on " + bad,
                                rank);
+    } else {
+      const char* name = ctx.num_nodes > 1 ? "hierarchical GPU" : "CUDA";
+      bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
+        return ctx.num_nodes > 1 ? make_gpu_hier_backend(ctx) : make_cuda_backend(ctx);
+      }));
+      if (!bad.empty()) {
+        // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
+        // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
+        // there is no fallback to try.
+        if (topology::shared_gpu(ctx.peers).first >= 0)
+          throw UnsupportedError(std::string(name) + " backend setup failed on " + bad, rank);
+        std::string why = (where.empty() ? "" : where + "; ") + "the NVLink/VMM path is unavailable:" + bad;
+        backend.reset();
+        auto bad2 = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_nccl_backend(ctx, why); }));
+        if (!bad2.empty())
+          throw UnsupportedError(std::string(name) + " backend setup failed on " + bad +
+                                     "\nand the NCCL fallback failed on " + bad2,
+                                 rank);
+      }
     }
   }
   LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes

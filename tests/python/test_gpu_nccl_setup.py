@@ -18,13 +18,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs
 
 
 def test_failed_nccl_setup_ends_every_rank(uid):
-    # actorcc sees two nodes (ACTORCC_NODE_ID), so the group takes the NCCL backend; NCCL sees
-    # one host (no NCCL_HOSTID), where ranks 0 and 2 share GPU 0.
+    # actorcc sees two nodes (ACTORCC_NODE_ID) and is asked for one flat NCCL communicator
+    # across them (ACTORCC_MULTINODE=flat: the path under test), so the group takes the NCCL
+    # backend; NCCL sees one host (no NCCL_HOSTID), where ranks 0 and 2 share GPU 0.
     devices, nodes = ["0", "1", "0"], ["a", "b", "a"]
     t0 = time.monotonic()
     res = run_ranks(3, gpu_workers.join_and_all_reduce, uid, timeout=120, expect_errors=True,
                     env=lambda r: {"CUDA_VISIBLE_DEVICES": devices[r], "ACTORCC_NODE_ID": nodes[r],
-                                   "NCCL_NVLS_ENABLE": "0"})
+                                   "NCCL_NVLS_ENABLE": "0", "ACTORCC_MULTINODE": "flat"})
     took = time.monotonic() - t0
     kinds = [k for k, _ in res]
     assert "timeout" not in kinds and "died" not in kinds, f"a rank hung or died: {res}"
@@ -43,7 +44,7 @@ def test_nccl_missing_on_one_rank(uid):
     t0 = time.monotonic()
     res = run_ranks(2, gpu_workers.join_and_all_reduce, uid, timeout=120, expect_errors=True,
                     env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"n{r}",
-                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0",
+                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0", "ACTORCC_MULTINODE": "flat",
                                    **({"ACTORCC_NCCL_LIB": "/nonexistent/libnccl.so.2"} if r == 1 else {})})
     took = time.monotonic() - t0
     assert [k for k, _ in res] == ["err", "err"], f"both ranks must fail the group's creation: {res}"
@@ -57,6 +58,6 @@ def test_nccl_backend_between_virtual_nodes(uid):
     # too), the bounded setup on its helper thread, then NCCL carrying the collective.
     res = run_ranks(2, gpu_workers.join_and_all_reduce, uid, timeout=180,
                     env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"n{r}",
-                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0"})
+                                   "NCCL_HOSTID": f"n{r}", "NCCL_NVLS_ENABLE": "0", "ACTORCC_MULTINODE": "flat"})
     for r, (_, (backend, first, _took)) in enumerate(res):
         assert backend == "cuda" and first == 3.0, f"rank {r}: backend {backend}, all_reduce gave {first}"

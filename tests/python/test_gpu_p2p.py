@@ -39,5 +39,6 @@ def test_nvlink_path_one_gpu_each(permuted, uid):
 def test_nccl_path_two_virtual_nodes(uid):
     seed = random.getrandbits(32)
     res = run_ranks(2, gpu_p2p_workers.gpu_p2p, uid, seed, True, timeout=600,
-                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"node{r}"})
+                    env=lambda r: {"CUDA_VISIBLE_DEVICES": str(r), "ACTORCC_NODE_ID": f"node{r}",
+                                   "ACTORCC_MULTINODE": "flat"})
     expect_no_failures(res, f" (seed {seed})")

@@ -174,14 +174,20 @@ void Launcher::resolve() {
   if (world_ < 1) throw InvalidArgument("need at least one rank");
   if (c_.nodes > world_) throw InvalidArgument("--nodes exceeds the number of ranks");
   if (c_.root < 0 || c_.root >= world_) throw InvalidArgument("-r: root out of range");
+  // NCCL refuses two ranks of one host on one GPU; virtual nodes (--nodes, distinct
+  // NCCL_HOSTID) are separate hosts to it, so ranks of different nodes may share one.
+  const int per_node = (world_ + c_.nodes - 1) / c_.nodes;
+  const bool nccl_sharing = sharing_ && per_node > ngpu;
   if (c_.max_bytes == 0) c_.max_bytes = std::max(c_.min_bytes, backend_ == "cuda" ? size_t(64) << 20 : size_t(1) << 20);
   if (c_.impls.empty() && !c_.impls_explicit) {
     c_.impls = {"actorcc"};
-    if (backend_ == "cuda" && !sharing_) c_.impls.push_back("nccl");
+    if (backend_ == "cuda" && !nccl_sharing) c_.impls.push_back("nccl");
   }
   bool wants_nccl = c_.nccl_symmetric || std::find(c_.impls.begin(), c_.impls.end(), "nccl") != c_.impls.end();
   if (wants_nccl && backend_ != "cuda") throw InvalidArgument("the NCCL baseline needs GPUs (this run uses the CPU backend)");
-  if (wants_nccl && sharing_) throw InvalidArgument("the NCCL baseline needs one GPU per rank (NCCL refuses ranks sharing a GPU)");
+  if (wants_nccl && nccl_sharing)
+    throw InvalidArgument("the NCCL baseline needs one GPU per rank of a node (NCCL refuses two ranks of one host "
+                          "sharing a GPU; ranks of different --nodes may share one)");
   if (wants_nccl) c_.nccl_lib = resolve_nccl_lib(c_);
   if (c_.launch == Launch::Torchrun) c_.stagger_s = 0;
 
@@ -197,7 +203,6 @@ void Launcher::resolve() {
   std::vector<std::string> parent_visible;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) parent_visible = split(v, ',');
   workers_.resize(world_);
-  int per_node = (world_ + c_.nodes - 1) / c_.nodes;
   for (int r = 0; r < world_; ++r) {
     WorkerProc& w = workers_[r];
     w.rank = r;

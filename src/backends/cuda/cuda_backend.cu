@@ -302,10 +302,12 @@ class CudaBackend final : public BackendImpl {
     volatile int* e = words_->error();
     const int code = e[0];
     if (code == cuda::kErrNone) return false;
-    const int peer = e[1], coll = e[2];
+    // The kernel's peer is a rank of this backend's group; errors name the whole group's rank
+    // (they differ where this backend serves one node of a larger group).
+    const int peer = ctx_.global_rank(e[1]), coll = e[2];
     std::string what(to_string(static_cast<Collective>(coll)));  // the kernel's record; "invalid" if garbled
     if (coll < 0 || what == "invalid") what = "collective";
-    const std::string me = "rank " + std::to_string(ctx_.rank) + ": ";
+    const std::string me = "rank " + std::to_string(ctx_.global_rank(ctx_.rank)) + ": ";
     std::string msg;
     if (code == cuda::kErrTimeout) {
       msg = me + "CUDA " + what + " timed out after " + std::to_string(ctx_.options.timeout.count()) +
@@ -315,7 +317,7 @@ class CudaBackend final : public BackendImpl {
       msg = me + "CUDA " + what + ": rank " + std::to_string(peer) +
             " called it with a different count, type or op, or with an output that is not the same registered "
             "buffer at the same offset (and alignment) as rank " +
-            std::to_string(ctx_.rank) + "'s; nothing was written into another rank's output";
+            std::to_string(ctx_.global_rank(ctx_.rank)) + "'s; nothing was written into another rank's output";
       ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
     } else {
       ctx_.abort->raise(peer, ErrorCode::Remote, me + "CUDA " + what + " stopped: the group was aborted");

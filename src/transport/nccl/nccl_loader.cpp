@@ -35,6 +35,7 @@ struct NcclLib::Fns {
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
+  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
   decltype(&ncclGetErrorString) get_error_string = nullptr;
   decltype(&ncclGetLastError) get_last_error = nullptr;  // optional
   decltype(&ncclAllReduce) all_reduce = nullptr;
@@ -115,6 +116,7 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   resolve(h, "ncclCommInitRank", f.comm_init_rank, true);
   resolve(h, "ncclCommDestroy", f.comm_destroy, true);
   resolve(h, "ncclCommAbort", f.comm_abort, true);
+  resolve(h, "ncclCommGetAsyncError", f.comm_get_async_error, true);
   resolve(h, "ncclGetErrorString", f.get_error_string, true);
   resolve(h, "ncclGetLastError", f.get_last_error, false);
   resolve(h, "ncclAllReduce", f.all_reduce, true);
@@ -236,6 +238,22 @@ void NcclComm::abort() {
   comm_ = nullptr;
 }
 
+std::string NcclComm::async_error() const {
+  if (!comm_) return {};
+  const auto& f = lib_.fns();
+  ncclResult_t state = ncclSuccess;
+  auto comm = static_cast<ncclComm_t>(comm_);
+  const ncclResult_t r = f.comm_get_async_error(comm, &state);
+  if (r != ncclSuccess) return std::string("ncclCommGetAsyncError failed: ") + f.get_error_string(r);
+  if (state == ncclSuccess || state == ncclInProgress) return {};
+  std::string msg = f.get_error_string(state);
+  if (f.get_last_error) {
+    const char* last = f.get_last_error(comm);
+    if (last && *last) msg += std::string(" (") + last + ")";
+  }
+  return msg;
+}
+
 void NcclComm::run(Collective c, const void* send, void* recv, size_t count, DataType t, RedOp op, int root,
                    void* stream) const {
   const auto& f = lib_.fns();
@@ -337,6 +355,7 @@ std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int) const
 std::unique_ptr<NcclComm> NcclLib::init_rank(int, const std::string&, int, const NcclWait&) const { return nullptr; }
 NcclComm::~NcclComm() {}
 void NcclComm::abort() {}
+std::string NcclComm::async_error() const { return {}; }
 void NcclComm::run(Collective, const void*, void*, size_t, DataType, RedOp, int, void*) const {}
 void NcclComm::transfers(const std::vector<Transfer>&, void*) const {}
 void NcclComm::reduce(const void*, void*, size_t, DataType, RedOp, int, void*) const {}

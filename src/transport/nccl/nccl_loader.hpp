@@ -99,6 +99,9 @@ class NcclComm {
   void* window_register(void* p, size_t bytes) const;  // returns the ncclWindow_t
   void window_deregister(void* win) const;
   void abort();  // ncclCommAbort; the destructor then does nothing
+  // ncclCommGetAsyncError: "" while the communicator is healthy, else NCCL's error text (a
+  // network failure, a peer's socket closed). Safe to poll while kernels run.
+  std::string async_error() const;
 
  private:
   const NcclLib& lib_;

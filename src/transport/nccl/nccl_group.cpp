@@ -1,0 +1,87 @@
+#include "transport/nccl/nccl_group.hpp"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "bootstrap/outcomes.hpp"
+#include "common/cuda_owners.hpp"
+#include "transport/nccl/nccl_watch.hpp"
+
+namespace actorcc::nccl {
+
+namespace {
+std::string describe(const std::string& what, const std::vector<int>& members) {
+  std::ostringstream os;
+  os << what << " (ranks ";
+  for (size_t i = 0; i < members.size(); ++i) os << (i ? ", " : "") << members[i];
+  os << ")";
+  return os.str();
+}
+}  // namespace
+
+std::shared_ptr<NcclGroup> NcclGroup::join(GroupContext& ctx, const std::vector<int>& members,
+                                           const std::string& what) {
+  std::shared_ptr<NcclGroup> g(new NcclGroup());
+  g->abort_ = ctx.abort;
+  g->members_ = members;
+  g->what_ = describe(what, members);
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == ctx.rank) g->nccl_rank_ = static_cast<int>(i);
+  const bool in = g->nccl_rank_ >= 0;
+  // Every rank reports whether it has a device and an NCCL before any rank goes on: a rank that
+  // threw here alone would skip the id exchange, and the ranks' next exchanges would pair up
+  // wrongly (the others taking its failure report for NCCL's id, then waiting in NCCL's setup).
+  std::string id, err;
+  try {
+    cuda_rt::check(cudaSetDevice(ctx.options.device), "cudaSetDevice", ctx.rank);
+    g->lib_ = NcclLib::load(default_library());
+    if (g->nccl_rank_ == 0) id = g->lib_->unique_id();
+  } catch (const std::exception& e) {
+    err = Outcomes::reason(e);
+  }
+  const auto ready = Outcomes::gather_result(*ctx.bootstrap, err, id, Deadline::after(ctx.options.join_timeout));
+  if (!ready.all_ok()) throw NcclError("not usable on every rank: " + ready.reasons());
+  if (!in) return g;
+  // NCCL's setup is bounded (NcclLib::init_rank with a wait), so a rank that never reaches it
+  // or fails in it cannot leave the others waiting forever: every rank waits within the join
+  // timeout and the group's abort, and a rank whose setup fails aborts the group, which ends
+  // the others' waits at once with its reason.
+  NcclWait wait{ctx.options.join_timeout, [abort = ctx.abort] { abort->throw_if_raised(); }, ctx.rank};
+  try {
+    g->comm_ = g->lib_->init_rank(static_cast<int>(members.size()), ready.text(members.front()), g->nccl_rank_, wait);
+  } catch (const std::exception& e) {
+    if (!ctx.abort->raised()) ctx.bootstrap->abort("NCCL setup of " + g->what_ + " failed: " + e.what());
+    throw;
+  }
+  // The watch is stopped first in the destructor, so its thread may use the group directly.
+  NcclGroup* self = g.get();
+  g->watch_ = std::make_unique<NcclWatch>(ctx.abort, ctx.rank, ctx.options.device, ctx.options.timeout, g->what_,
+                                          [self] {
+                                            std::lock_guard<std::mutex> l(self->mu_);
+                                            return self->comm_ ? self->comm_->async_error() : std::string();
+                                          });
+  std::weak_ptr<NcclGroup> weak = g;
+  ctx.abort->on_raise([weak] {
+    // ncclCommAbort unblocks NCCL kernels waiting for a rank that is gone.
+    if (auto s = weak.lock()) {
+      std::lock_guard<std::mutex> l(s->mu_);
+      if (s->comm_) s->comm_->abort();
+      s->comm_.reset();
+      s->aborted_ = true;
+    }
+  });
+  return g;
+}
+
+NcclGroup::~NcclGroup() {
+  watch_.reset();  // its thread polls the communicator: stop it first
+  std::lock_guard<std::mutex> l(mu_);
+  comm_.reset();
+}
+
+void NcclGroup::track(const char* call, void* stream) {
+  if (watch_) watch_->track(call, stream);
+}
+
+}  // namespace actorcc::nccl

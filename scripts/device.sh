@@ -30,6 +30,10 @@
 #               path on 2+ GPUs) and the torch.distributed backend (test_torch_backend.py); builds
 #               the library and the extension (preset gpu with ACTORCC_PYTHON=ON), ~7 min on 1 GPU:
 #               run it alone with DEVICE_BUDGET=590
+#   p2pnv       (<= 60 s of tests) send/recv, batches and all_to_all_v on the NVLink path, 2 ranks
+#               sharing GPU 0, every dtype, and a count/dtype mismatch failing on both ends
+#               (tests/python/test_gpu_p2p.py); reuses the build phase's folder and builds only
+#               the extension (actorcc_py_pkg) on top
 #   all         build tier shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -196,6 +200,17 @@ phase_p2p() {
   tail -25 "$OUT/logs/py-gpu-p2p.log"
 }
 
+phase_p2pnv() {
+  ensure_build gpu || return
+  step build-python-ext 240 bash -c "cmake -S . -B build/gpu -DACTORCC_PYTHON=ON >/dev/null &&
+      cmake --build build/gpu -j$(nproc) --target actorcc_py_pkg" ||
+    { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return; }
+  step py-gpu-p2p-nvlink 60 env PYTHONPATH="$ROOT/build/gpu/python/pkg" python3 -m pytest -q -p no:cacheprovider \
+    "tests/python/test_gpu_p2p.py::test_nvlink_path_sharing_one_gpu[2]" \
+    tests/python/test_gpu_p2p.py::test_nvlink_transfer_mismatch_fails_on_both_ends || FAILED=1
+  tail -5 "$OUT/logs/py-gpu-p2p-nvlink.log"
+}
+
 phase_tune() {
   ensure_build gpu || return
   [ "$NGPU" -ge 2 ] || { printf '%-30s SKIPPED (needs 2+ GPUs)\n' tune | tee -a "$SUMMARY"; return; }
@@ -209,7 +224,7 @@ phase_timeout() {
   group timeout-stall 120 0,1 "" --stall-test --timeout-test
 }
 
-[ $# -gt 0 ] || { sed -n '2,33p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,37p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier shared vnodes mutations bench p2p)
 {
@@ -219,7 +234,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | p2pnv) "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     *) echo "unknown phase '$p'"; exit 2 ;;

@@ -12,6 +12,7 @@
 
 #include "algorithms/cuda/launch.hpp"
 #include "algorithms/cuda/planner.hpp"
+#include "algorithms/p2p_plan.hpp"
 #include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
@@ -42,6 +43,8 @@ constexpr cuda::Launch kLaunch[] = {
 using cuda_rt::check;
 using cuda_rt::DeviceGuard;
 
+constexpr size_t kP2PSeqWords = size_t(2) * cuda::kMaxRanks * cuda::kP2PChannels;
+
 // The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..7] the
 // error record (device -> host: code, peer, collective).
 struct HostWords : cuda_rt::HostMappedWords {
@@ -68,6 +71,11 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
                    << " (ACTORCC_CUDA_SHARE_GPU): calls wait for the GPU to switch processes");
 }
 
+// The calls that run as transfers on per-pair channels (algorithms/cuda/p2p_push.cu).
+bool is_p2p_per_pair(Collective c) {
+  return c == Collective::Send || c == Collective::Recv || c == Collective::SendRecv || c == Collective::AllToAllV;
+}
+
 class CudaBackend final : public BackendImpl {
  public:
   explicit CudaBackend(GroupContext& ctx) : ctx_(ctx), device_(ctx.options.device) {
@@ -92,8 +100,10 @@ class CudaBackend final : public BackendImpl {
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
-      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
-      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
+      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy,
+      // then the point-to-point message counts (DeviceComm::p2p_seq).
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2 + kP2PSeqWords) *
+                                                          sizeof(unsigned long long));
       order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
       err = Outcomes::reason(e);
@@ -135,6 +145,7 @@ class CudaBackend final : public BackendImpl {
                        ? ~0ull
                        : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
+    d.p2p_seq = d.abort_poll + 2;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
     // setting: ACTORCC_CUDA_ABORT_POLL_US - how often (us) one waiting thread per GPU reads the
@@ -176,7 +187,8 @@ class CudaBackend final : public BackendImpl {
                                  " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
                                  "groups that NCCL carries have it)",
                              ctx_.rank);
-    if (a.coll != Collective::Barrier && a.count == 0) return;
+    // Point-to-point calls move empty transfers too: the peer's matching call waits for them.
+    if (a.coll != Collective::Barrier && !is_p2p_per_pair(a.coll) && a.count == 0) return;
     DeviceGuard guard(device_);
     // Buffers a call does not use on this rank may be null: gather's and reduce's output and
     // scatter's input off the root.
@@ -209,6 +221,18 @@ class CudaBackend final : public BackendImpl {
       reg = registered_.find(a.recv, ra.bytes);
       ra.registered = reg != nullptr;
       describe_call(ca, reg, ra.bytes);
+    }
+    // Send, recv, batches, all_to_all_v: this rank's transfers, as the kernel takes them.
+    std::unique_ptr<cuda::P2PBatch> batch;
+    if (is_p2p_per_pair(a.coll)) {
+      batch = std::make_unique<cuda::P2PBatch>(cuda::build_p2p_batch(p2p_transfers(a, ctx_.rank, ctx_.world), ctx_.rank));
+      for (int i = 0; i < batch->lane_begin[batch->nlanes]; ++i) {
+        const cuda::P2PTask& t = batch->task[i];
+        if (t.nbytes == 0) continue;
+        if (t.src) check_buffer(t.src, "send", a);
+        if (t.dst) check_buffer(t.dst, "recv", a);
+      }
+      ca.batch = batch.get();
     }
     const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
@@ -278,6 +302,11 @@ class CudaBackend final : public BackendImpl {
     if (code == cuda::kErrTimeout)
       ctx_.abort->raise(peer, ErrorCode::Timeout,
                         "CUDA " + what + " timed out after " + ms + " ms waiting for rank " + std::to_string(peer));
+    else if (code == cuda::kErrMismatch && is_p2p_per_pair(static_cast<Collective>(coll)))
+      ctx_.abort->raise(peer, ErrorCode::InvalidArgument,
+                        "CUDA " + what + ": rank " + std::to_string(peer) + " and rank " + std::to_string(ctx_.rank) +
+                            " disagree on a transfer between them (its count or dtype differs, or one has a "
+                            "transfer the other lacks); nothing was written into the receiver's buffer");
     else if (code == cuda::kErrMismatch)
       ctx_.abort->raise(peer, ErrorCode::InvalidArgument,
                         "CUDA " + what + ": rank " + std::to_string(peer) +

@@ -11,11 +11,12 @@ group (its own calls), and the sync group (trainer 0 and every inference rank). 
 training step trainer 0 packs the model's tensors into buckets (many tensors per call) and
 broadcasts them over the sync group; trainer 1 (where there is one) also sends its copy to
 the last inference rank point to point, all tensors in one batch_isend_irecv. Each inference
-rank checks that its weights equal the trainers' exactly, bit for bit, and reports one line.
+rank checks that its weights equal the trainers' exactly, bit for bit; each rank reports one line.
 """
 import argparse
 import multiprocessing as mp
 import sys
+from concurrent.futures import ProcessPoolExecutor
 
 BUCKET_BYTES = 8 << 10  # small on purpose: the model's tensors span several buckets
 
@@ -50,7 +51,7 @@ def broadcast_weights(torch, dist, params, src, group):
             at += p.numel()
 
 
-def rank_main(rank, world, trainers, port, device, steps, report):
+def rank_main(rank, world, trainers, port, device, steps):
     import torch
     import torch.distributed as dist
 
@@ -99,9 +100,9 @@ def rank_main(rank, world, trainers, port, device, steps, report):
     if any(int(s) != int(sums[0]) for s in sums):
         raise AssertionError(f"rank {rank}: weights differ after the sync: checksums {[int(s) for s in sums]}")
     role = "trainer" if is_trainer else "inference"
-    report.put(f"rank {rank} ({role}): {steps} steps, {sum(1 for _ in buckets(params, BUCKET_BYTES))} buckets "
-               f"per sync, weights equal to the trainers'")
     dist.destroy_process_group()
+    return (f"rank {rank} ({role}): {steps} steps, {sum(1 for _ in buckets(params, BUCKET_BYTES))} buckets per sync, "
+            f"weights equal to the trainers'")
 
 
 def main():
@@ -116,19 +117,18 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     world = args.trainers + args.inference
-    ctx = mp.get_context("spawn")
-    report = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, world, args.trainers, port, args.device, args.steps, report))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    lines = sorted(report.get(timeout=10) for p in procs if p.exitcode == 0)
-    print("\n".join(lines))
-    bad = [r for r, p in enumerate(procs) if p.exitcode != 0]
-    if bad:
-        print(f"FAILED on rank(s) {bad}", file=sys.stderr)
+    # One process per rank; a failed rank's exception comes back through its future.
+    with ProcessPoolExecutor(world, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(rank_main, r, world, args.trainers, port, args.device, args.steps)
+                   for r in range(world)]
+        failed = []
+        for r, f in enumerate(futures):
+            try:
+                print(f.result(timeout=300))
+            except Exception as e:  # noqa: BLE001  reported, then the run fails
+                failed.append(f"rank {r}: {type(e).__name__}: {e}")
+    if failed:
+        print("FAILED\n" + "\n".join(failed), file=sys.stderr)
         return 1
     print(f"{args.trainers} trainers -> {args.inference} inference ranks: weights synced and checked")
     return 0

@@ -81,6 +81,7 @@ def _device_routed(method):
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
+        self._flush_p2p()  # deferred sends and receives go first, in call order
         t = _first_tensor(args)
         other = self._cpu_backend() if t is not None and not t.is_cuda else None
         if other is not None:
@@ -127,6 +128,28 @@ class _Work(dist._Work if hasattr(dist, "_Work") else dist.Work):
         return self._future
 
 
+class _DeferredP2P(_Work):
+    """A send or recv not yet issued (see ActorccProcessGroup._flush_p2p): wait() issues it
+    with every other deferred one; its future completes then."""
+
+    def __init__(self, pg, result):
+        super(_Work, self).__init__()  # torch's Work, not _Work's completed state
+        self._pg, self._result, self._done = pg, result, False
+        self._future = torch.futures.Future()
+
+    def _complete(self):
+        self._done = True
+        self._future.set_result(self._result)
+
+    def wait(self, timeout=None):
+        if not self._done:
+            self._pg._flush_p2p()
+        return True
+
+    def is_completed(self):
+        return self._done
+
+
 class ActorccProcessGroup(dist.ProcessGroup):
     """A torch.distributed process group whose calls run on actorcc communicators."""
 
@@ -139,6 +162,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._comms = {}
         self._lock = threading.Lock()
         self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
+        self._deferred = []  # (kind, tensor, peer, work): sends and receives not yet issued
         self._cpu_other = None  # (the CPU backend of a cpu:<other>,cuda:actorcc group,) once known
 
     # ---- identity ---------------------------------------------------------------------------
@@ -264,6 +288,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         return _Work(outputs)
 
     def barrier(self, opts=None):
+        self._flush_p2p()
         comm = next(iter(self._comms.values()), None)
         if comm is None and self._cpu_backend() is not None:
             return self._cpu_backend().barrier()
@@ -275,8 +300,12 @@ class ActorccProcessGroup(dist.ProcessGroup):
     # batch_isend_irecv: torch coalesces the ops of a batch for backends that say they can
     # (asking _get_backend(device)); between _start_coalescing and _end_coalescing send and
     # recv only collect, and the batch runs as one actorcc batch_send_recv, so any pattern of
-    # them completes. Outside a batch send and recv block (a send returns once received).
+    # them completes. Outside such a batch (torch before 2.6 issues a CPU batch op by op, as
+    # isend/irecv) a send or recv is deferred: its Work's wait() or the next collective issues
+    # every deferred one as one batch, so isend/irecv rings complete, and a blocking send/recv
+    # (torch waits on it at once) runs alone.
     supports_coalescing = True
+    supports_splitting = False  # new_group makes its own group (torch 2.5 asks the backend)
 
     def _get_backend(self, device):
         return self  # this one object serves every device of the group
@@ -285,6 +314,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._batch = []
 
     def _end_coalescing(self, device):
+        self._flush_p2p()
         batch, self._batch = self._batch, None
         other = self._cpu_backend() if batch and not batch[0][1].is_cuda else None
         if other is not None:  # the CPU backend's sends and receives are asynchronous: all at once
@@ -302,11 +332,22 @@ class ActorccProcessGroup(dist.ProcessGroup):
             self._batch.append((kind, _flat(t), peer))
         elif not t.is_cuda and self._cpu_backend() is not None:
             return getattr(self._cpu_backend(), kind)(tensors, peer, tag)
-        elif kind == "send":
-            self._comm(t).send(_flat(t), peer)
         else:
-            self._comm(t).recv(_flat(t), peer)
+            work = _DeferredP2P(self, tensors)
+            self._deferred.append((kind, _flat(t), peer, work))
+            return work
         return _Work(tensors)
+
+    def _flush_p2p(self):
+        """Issues the deferred sends and receives, in order, as one batch per device type."""
+        pending, self._deferred = self._deferred, []
+        while pending:
+            cuda = pending[0][1].is_cuda
+            run = [p for p in pending if p[1].is_cuda == cuda]
+            pending = [p for p in pending if p[1].is_cuda != cuda]
+            self._comm(run[0][1]).batch_send_recv([(k, t, peer) for k, t, peer, _ in run])
+            for *_, work in run:
+                work._complete()
 
     def send(self, tensors, dst, tag=0):
         return self._p2p("send", tensors, dst, tag)

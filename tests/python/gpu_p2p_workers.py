@@ -62,7 +62,30 @@ def gpu_p2p(rank, world, uid, seed, sizes=SIZES):
                         fails.append(f"reduce {name} {op}: non-root tensor changed")
                 case += 1
                 fails += _p2p_cases(comm, rank, world, seed, case, n, name, t, poisoned, same)
+        fails += _captured_batch(comm, rank, world, t, poisoned, same)
         torch.cuda.synchronize()
+    return fails
+
+
+def _captured_batch(comm, rank, world, t, poisoned, same):
+    """A ring batch captured in a CUDA graph and replayed with fresh inputs: the per-pair
+    counters live in device memory, so replays stay in step."""
+    import torch
+    n = 4099
+    right, left = (rank + 1) % world, (rank - 1) % world
+    src, dst = t(rank, 950, n, "float32"), poisoned(n, "float32")
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        comm.batch_send_recv([("send", src, right), ("recv", dst, left)])
+    fails = []
+    for rep in range(3):
+        src.copy_(t(rank, 951 + rep, n, "float32"))
+        dst.fill_(POISON)
+        g.replay()
+        torch.cuda.synchronize()
+        if not same(dst, t(left, 951 + rep, n, "float32")):
+            fails.append(f"captured batch, replay {rep}")
     return fails
 
 
@@ -100,11 +123,6 @@ def _p2p_cases(comm, rank, world, seed, case, n, name, t, poisoned, same):
     if not same(out, torch.cat(parts)):
         fails.append(f"all_to_all_v {name} n={n}")
     return fails
-
-
-def torch.cat(parts):
-    import torch
-    return torch.cat(parts)
 
 
 def gpu_p2p_mismatch(rank, world, uid, what):

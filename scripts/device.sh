@@ -45,6 +45,10 @@
 #               it, within ~1.5 s of its kernel's timeout (abort, kill: ~1 s). ~30 s
 #   sanitize    compute-sanitizer memcheck and racecheck over gpu_async_errors' collective
 #               matrix on 1 rank, and memcheck with 2 ranks sharing GPU 0. <= 60 s
+#   p2pnv       (<= 60 s of tests) send/recv, batches and all_to_all_v on the NVLink path, 2 ranks
+#               sharing GPU 0, every dtype, and a count/dtype mismatch failing on both ends
+#               (tests/python/test_gpu_p2p.py); reuses the build phase's folder and builds only
+#               the extension (actorcc_py_pkg) on top
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -269,6 +273,17 @@ phase_p2p() {
   tail -25 "$OUT/logs/py-gpu-p2p.log"
 }
 
+phase_p2pnv() {
+  ensure_build gpu || return
+  step build-python-ext 240 bash -c "cmake -S . -B build/gpu -DACTORCC_PYTHON=ON >/dev/null &&
+      cmake --build build/gpu -j$(nproc) --target actorcc_py_pkg" ||
+    { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return; }
+  step py-gpu-p2p-nvlink 60 env PYTHONPATH="$ROOT/build/gpu/python/pkg" python3 -m pytest -q -p no:cacheprovider \
+    "tests/python/test_gpu_p2p.py::test_nvlink_path_sharing_one_gpu[2]" \
+    tests/python/test_gpu_p2p.py::test_nvlink_transfer_mismatch_fails_on_both_ends || FAILED=1
+  tail -5 "$OUT/logs/py-gpu-p2p-nvlink.log"
+}
+
 phase_tune() {
   ensure_build gpu || return
   [ "$NGPU" -ge 2 ] || { printf '%-30s SKIPPED (needs 2+ GPUs)\n' tune | tee -a "$SUMMARY"; return; }
@@ -320,7 +335,7 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
-[ $# -gt 0 ] || { sed -n '2,49p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,53p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
@@ -330,7 +345,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | sanitize) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | sanitize | p2pnv) "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     evidence) for w in 2 3 4 8; do phase_evidence $w; done ;;

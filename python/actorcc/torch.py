@@ -19,8 +19,11 @@ How it maps onto actorcc:
   the call on that stream either way. Work objects are complete when returned (CPU calls have
   run; CUDA calls are enqueued), and their futures hold the output tensors, which is what DDP's
   comm hooks read.
-- With "cpu:gloo,cuda:actorcc" torch hands a Python ProcessGroup every device of the group, so
-  CPU tensors of such a group also go through actorcc (its CPU backend), not gloo.
+- "cpu:gloo,cuda:actorcc": torch replaces the whole group by a Python ProcessGroup that a
+  backend creator returns (its other devices' backends are dropped), so this group routes CPU
+  tensors itself: where the group's backend string maps "cpu" to another backend, the first
+  call with CPU tensors creates that backend (gloo) over the group's store and every call with
+  CPU tensors goes there; CUDA tensors stay on actorcc.
 - batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
   runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
@@ -31,6 +34,7 @@ How it maps onto actorcc:
 from __future__ import annotations
 
 import datetime
+import functools
 import threading
 
 import torch
@@ -59,6 +63,45 @@ def _flat(t):
     return t.reshape(-1)
 
 
+def _first_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            t = _first_tensor(y)
+            if t is not None:
+                return t
+    return None
+
+
+def _device_routed(method):
+    """A collective whose CPU tensors go to the group's CPU backend where the backend string
+    names one (cpu:gloo,...): the same call, by the same name, on that backend."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        self._flush_p2p()  # deferred sends and receives go first, in call order
+        t = _first_tensor(args)
+        other = self._cpu_backend() if t is not None and not t.is_cuda else None
+        if other is not None:
+            return getattr(other, name)(*args, **kwargs)
+        return method(self, *args, **kwargs)
+    return call
+
+
+def _cpu_backend_name(pg):
+    """The backend the group's backend string gives CPU tensors ("gloo" in
+    "cpu:gloo,cuda:actorcc"), or None where it is actorcc or the string names no devices."""
+    from torch.distributed import distributed_c10d as c10d
+    config = str(getattr(c10d._world, "pg_backend_config", {}).get(pg, ""))
+    for part in config.split(","):
+        device, _, backend = part.partition(":")
+        if device.strip() == "cpu" and backend and backend.strip() != BACKEND_NAME:
+            return backend.strip()
+    return None
+
+
 class _Work(dist._Work if hasattr(dist, "_Work") else dist.Work):
     """A completed call: wait() returns at once (CUDA work is ordered on the caller's stream),
     get_future() holds the output tensors."""
@@ -85,6 +128,28 @@ class _Work(dist._Work if hasattr(dist, "_Work") else dist.Work):
         return self._future
 
 
+class _DeferredP2P(_Work):
+    """A send or recv not yet issued (see ActorccProcessGroup._flush_p2p): wait() issues it
+    with every other deferred one; its future completes then."""
+
+    def __init__(self, pg, result):
+        super(_Work, self).__init__()  # torch's Work, not _Work's completed state
+        self._pg, self._result, self._done = pg, result, False
+        self._future = torch.futures.Future()
+
+    def _complete(self):
+        self._done = True
+        self._future.set_result(self._result)
+
+    def wait(self, timeout=None):
+        if not self._done:
+            self._pg._flush_p2p()
+        return True
+
+    def is_completed(self):
+        return self._done
+
+
 class ActorccProcessGroup(dist.ProcessGroup):
     """A torch.distributed process group whose calls run on actorcc communicators."""
 
@@ -97,10 +162,21 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._comms = {}
         self._lock = threading.Lock()
         self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
+        self._deferred = []  # (kind, tensor, peer, work): sends and receives not yet issued
+        self._cpu_other = None  # (the CPU backend of a cpu:<other>,cuda:actorcc group,) once known
 
     # ---- identity ---------------------------------------------------------------------------
     def getBackendName(self):
         return BACKEND_NAME
+
+    # torch keeps a group's name in its per-device backends, which a Python group has none of
+    # ("ProcessGroup name not set" from DeviceMesh, so FSDP2): this group keeps its own.
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def group_name(self):
+        return getattr(self, "_group_name", "")
 
     def name(self):
         return BACKEND_NAME
@@ -125,12 +201,29 @@ class ActorccProcessGroup(dist.ProcessGroup):
                                                  timeout=self._timeout or None, join_timeout=self._timeout or None)
             return self._comms[kind]
 
+    def _cpu_backend(self):
+        """The backend of a cpu:gloo,cuda:actorcc group's CPU tensors, made on its first CPU call
+        (by every rank, in the group's call order, like the communicators); None: actorcc."""
+        if self._cpu_other is None:
+            name = _cpu_backend_name(self)
+            if name is None:
+                self._cpu_other = (None,)
+            elif name == "gloo":
+                store = dist.PrefixStore("actorcc_cpu_gloo/", self._store)
+                timeout = datetime.timedelta(seconds=self._timeout or 1800)
+                self._cpu_other = (dist.ProcessGroupGloo(store, self._rank_, self._size_, timeout),)
+            else:
+                raise UnsupportedError(f"actorcc torch backend: CPU tensors on backend '{name}' (only gloo or "
+                                       f"actorcc can serve the CPU side of a group whose CUDA side is actorcc)")
+        return self._cpu_other[0]
+
     def _check_one(self, tensors, what):
         if len(tensors) != 1:
             raise UnsupportedError(f"actorcc torch backend: {what} takes one tensor per process, got {len(tensors)}")
         return tensors[0]
 
     # ---- collectives ------------------------------------------------------------------------
+    @_device_routed
     def allreduce(self, tensors, opts=None):
         op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "sum"
         comm = self._comm(tensors)
@@ -139,19 +232,23 @@ class ActorccProcessGroup(dist.ProcessGroup):
         return _Work(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        self.allreduce(tensors, opts).wait()
+        return _Work(tensors)
 
+    @_device_routed
     def broadcast(self, tensors, opts):
         comm = self._comm(tensors)
         for t in tensors:
             comm.broadcast(t, root=opts.rootRank)
         return _Work(tensors)
 
+    @_device_routed
     def reduce(self, tensors, opts):
         t = self._check_one(tensors, "reduce")
         self._comm(t).reduce(t, root=opts.rootRank, op=_op_name(opts.reduceOp))
         return _Work(tensors)
 
+    @_device_routed
     def allgather(self, output_lists, tensors, opts=None):
         t = self._check_one(tensors, "allgather")
         outs = output_lists[0]
@@ -161,15 +258,17 @@ class ActorccProcessGroup(dist.ProcessGroup):
             o.copy_(flat[r * n:(r + 1) * n].view_as(o))
         return _Work(output_lists)
 
+    @_device_routed
     def _allgather_base(self, output, tensor, opts=None):
         self._comm(tensor).all_gather(_flat(tensor), out=_flat(output))
         return _Work([output])
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
-            self._allgather_base(o, i, opts)
+            self._allgather_base(o, i, opts).wait()  # a CPU backend's work is asynchronous
         return _Work(outputs)
 
+    @_device_routed
     def reduce_scatter(self, outputs, input_lists, opts=None):
         out = self._check_one(outputs, "reduce_scatter")
         full = torch.cat([_flat(x) for x in input_lists[0]])
@@ -177,6 +276,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._comm(out).reduce_scatter(full, out=_flat(out), op=op)
         return _Work(outputs)
 
+    @_device_routed
     def _reduce_scatter_base(self, output, tensor, opts=None):
         op = _op_name(opts.reduceOp) if opts is not None else "sum"
         self._comm(tensor).reduce_scatter(_flat(tensor), out=_flat(output), op=op)
@@ -184,11 +284,14 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
-            self._reduce_scatter_base(o, i, opts)
+            self._reduce_scatter_base(o, i, opts).wait()
         return _Work(outputs)
 
     def barrier(self, opts=None):
+        self._flush_p2p()
         comm = next(iter(self._comms.values()), None)
+        if comm is None and self._cpu_backend() is not None:
+            return self._cpu_backend().barrier()
         if comm is None:  # no call yet: a barrier on the device type a first call would use
             comm = self._comm(torch.empty(0, device="cuda" if torch.cuda.is_available() else "cpu"))
         comm.barrier()
@@ -197,8 +300,12 @@ class ActorccProcessGroup(dist.ProcessGroup):
     # batch_isend_irecv: torch coalesces the ops of a batch for backends that say they can
     # (asking _get_backend(device)); between _start_coalescing and _end_coalescing send and
     # recv only collect, and the batch runs as one actorcc batch_send_recv, so any pattern of
-    # them completes. Outside a batch send and recv block (a send returns once received).
+    # them completes. Outside such a batch (torch before 2.6 issues a CPU batch op by op, as
+    # isend/irecv) a send or recv is deferred: its Work's wait() or the next collective issues
+    # every deferred one as one batch, so isend/irecv rings complete, and a blocking send/recv
+    # (torch waits on it at once) runs alone.
     supports_coalescing = True
+    supports_splitting = False  # new_group makes its own group (torch 2.5 asks the backend)
 
     def _get_backend(self, device):
         return self  # this one object serves every device of the group
@@ -207,8 +314,14 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._batch = []
 
     def _end_coalescing(self, device):
+        self._flush_p2p()
         batch, self._batch = self._batch, None
-        if batch:
+        other = self._cpu_backend() if batch and not batch[0][1].is_cuda else None
+        if other is not None:  # the CPU backend's sends and receives are asynchronous: all at once
+            works = [(other.send if k == "send" else other.recv)([t], peer, 0) for k, t, peer in batch]
+            for w in works:
+                w.wait()
+        elif batch:
             self._comm(batch[0][1]).batch_send_recv(batch)
         return _Work([t for _, t, _ in batch or []])
 
@@ -217,11 +330,24 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._no_tag(tag)
         if self._batch is not None:
             self._batch.append((kind, _flat(t), peer))
-        elif kind == "send":
-            self._comm(t).send(_flat(t), peer)
+        elif not t.is_cuda and self._cpu_backend() is not None:
+            return getattr(self._cpu_backend(), kind)(tensors, peer, tag)
         else:
-            self._comm(t).recv(_flat(t), peer)
+            work = _DeferredP2P(self, tensors)
+            self._deferred.append((kind, _flat(t), peer, work))
+            return work
         return _Work(tensors)
+
+    def _flush_p2p(self):
+        """Issues the deferred sends and receives, in order, as one batch per device type."""
+        pending, self._deferred = self._deferred, []
+        while pending:
+            cuda = pending[0][1].is_cuda
+            run = [p for p in pending if p[1].is_cuda == cuda]
+            pending = [p for p in pending if p[1].is_cuda != cuda]
+            self._comm(run[0][1]).batch_send_recv([(k, t, peer) for k, t, peer, _ in run])
+            for *_, work in run:
+                work._complete()
 
     def send(self, tensors, dst, tag=0):
         return self._p2p("send", tensors, dst, tag)
@@ -232,6 +358,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag=0):
         raise UnsupportedError("actorcc torch backend: recv from any source is not supported; name the source rank")
 
+    @_device_routed
     def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
         comm = self._comm(tensor)
         w = self._size_
@@ -246,6 +373,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         comm.all_to_all_v(_flat(tensor), _flat(output), [s * row_in for s in ins], [s * row_out for s in outs])
         return _Work([output])
 
+    @_device_routed
     def alltoall(self, outputs, inputs, opts=None):
         comm = self._comm(inputs)
         counts_in = [t.numel() for t in inputs]
@@ -258,6 +386,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
             at += n
         return _Work(outputs)
 
+    @_device_routed
     def gather(self, output_lists, tensors, opts):
         t = self._check_one(tensors, "gather")
         root = opts.rootRank
@@ -269,6 +398,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
                 o.copy_(flat[r * n:(r + 1) * n].view_as(o))
         return _Work(output_lists)
 
+    @_device_routed
     def scatter(self, outputs, input_lists, opts):
         out = self._check_one(outputs, "scatter")
         root = opts.rootRank
@@ -276,6 +406,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._comm(out).scatter(full, _flat(out), root=root)
         return _Work(outputs)
 
+    @_device_routed
     def gather_single(self, output, tensor, opts):
         root = opts.rootRank
         self._comm(tensor).gather(_flat(tensor), out=_flat(output) if self._rank_ == root else None, root=root)
@@ -297,6 +428,9 @@ class ActorccProcessGroup(dist.ProcessGroup):
         for c in self._comms.values():
             c.close()
         self._comms.clear()
+        other = self._cpu_other[0] if self._cpu_other else None
+        if other is not None and hasattr(other, "shutdown"):
+            other.shutdown()
 
     def abort(self):
         for c in self._comms.values():

@@ -99,16 +99,40 @@ struct Communicator::Impl {
   // Checked mode: every rank compares the call's descriptor with every other rank's over the
   // bootstrap, whatever the backend (the protocols' own always-on check: group/call_desc.hpp).
   // Point-to-point calls involve only their peers, so they are matched by the transfer
-  // itself (the receiver checks every message's count and dtype), never here; all_to_all_v's
-  // counts differ per rank by design and are matched the same way (its descriptor has none).
+  // itself (the receiver checks every message's count and dtype; the NCCL path swaps
+  // summaries in checked mode), never here. all_to_all_v's counts differ per rank by design:
+  // each rank appends its send and receive counts, and every rank checks every pair, so a
+  // disagreement fails on every rank, naming both, before any data moves.
   void check_matching(const CollArgs& a) {
     if (a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv) return;
-    auto all = bootstrap->allgather(CallDesc::of(a).text(), Deadline::after(ctx.options.timeout));
-    for (size_t r = 0; r < all.size(); ++r)
-      if (all[r] != all[0])
+    const std::string mine = CallDesc::of(a).text();
+    std::string blob = mine;
+    if (a.coll == Collective::AllToAllV) {
+      blob += '\n';
+      for (int k = 0; k < ctx.world; ++k) blob += std::to_string(a.send_counts[k]) + " " + std::to_string(a.recv_counts[k]) + " ";
+    }
+    auto all = bootstrap->allgather(blob, Deadline::after(ctx.options.timeout));
+    std::vector<std::vector<size_t>> sends(all.size()), recvs(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      const std::string theirs = all[r].substr(0, all[r].find('\n'));
+      if (theirs != all[0].substr(0, all[0].find('\n')))
         throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " +
-                                  all[0] + " but rank " + std::to_string(r) + " called " + all[r],
+                                  all[0].substr(0, all[0].find('\n')) + " but rank " + std::to_string(r) + " called " + theirs,
                               ctx.rank);
+      if (a.coll != Collective::AllToAllV) continue;
+      std::istringstream is(all[r].substr(all[r].find('\n') + 1));
+      sends[r].resize(ctx.world);
+      recvs[r].resize(ctx.world);
+      for (int k = 0; k < ctx.world; ++k) is >> sends[r][k] >> recvs[r][k];
+    }
+    if (a.coll != Collective::AllToAllV) return;
+    for (int r = 0; r < ctx.world; ++r)
+      for (int k = 0; k < ctx.world; ++k)
+        if (sends[r][k] != recvs[k][r])
+          throw InvalidArgument("all_to_all_v counts disagree (checked mode): rank " +
+                                    std::to_string(r) + " sends " + std::to_string(sends[r][k]) + " elements to rank " +
+                                    std::to_string(k) + ", which expects " + std::to_string(recvs[k][r]) + " from it",
+                                ctx.rank);
   }
 
   // A group of one has nobody waiting in the call, so it stays usable; otherwise the others'

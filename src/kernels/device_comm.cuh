@@ -17,6 +17,15 @@
 //            LL128 lines ever enter this region (see the note there).
 //   [data]   push slots [2 parity][data_blocks][2 phases][world][tile_bytes] (the pipelined
 //            two-shot's direct mode uses each [parity][block] as [world][2 x tile_bytes]).
+//   [p2p]    the point-to-point channels (algorithms/cuda/p2p_push.cu), per pair of ranks, apart
+//            from everything above because their progress is per pair, not group-wide:
+//            uint64 ready[kMaxRanks src][kP2PChannels]          written by src: messages in place
+//            uint64 hdr[kMaxRanks src][kP2PChannels][kP2PSlots] written by src: each message's
+//                                                               (bytes << 8 | dtype)
+//            uint64 ack[kMaxRanks dst][kP2PChannels]            written by dst: messages of ours
+//                                                               it has consumed (kP2PPoison: it
+//                                                               refused one)
+//            slots [world src][kP2PChannels][kP2PSlots][kP2PSlotBytes]
 // Parity = step & 1. Every step of every algorithm exchanges at least one signal between CTA b
 // of every pair of ranks, so when rank A's CTA b has finished step s+1 it has heard from rank
 // B's CTA b at step s+1, which means B's CTA b finished step s: A may then overwrite the
@@ -32,6 +41,12 @@ namespace actorcc::cuda {
 
 constexpr int kMaxRanks = 8;
 constexpr int kMaxBlocks = 1024;  // per-CTA counters and flag rows
+// Point-to-point channels: CTAs per (pair, direction), messages in flight per channel, bytes per
+// message. 16 x 2 x 64 KiB in flight per pair keeps NVLink busy across a flag round trip.
+constexpr int kP2PChannels = 16;
+constexpr int kP2PSlots = 2;
+constexpr size_t kP2PSlotBytes = size_t(64) << 10;
+constexpr unsigned long long kP2PPoison = 1ull << 63;
 
 struct DeviceComm {
   char* ws[kMaxRanks];            // ws[r]: rank r's workspace mapped here (ws[rank] is ours)
@@ -52,6 +67,12 @@ struct DeviceComm {
   size_t data_off;
   size_t tile_bytes;              // per (parity, block, phase, src)
   int data_blocks;
+  size_t p2p_off;                 // the [p2p] region
+  int p2p_channels;               // CTAs per point-to-point transfer (<= kP2PChannels)
+  // [2 directions: 0 sent to, 1 received from][kMaxRanks peer][kP2PChannels]: messages this rank
+  // has sent to / received from each peer per channel, this GPU's memory (never reset: both
+  // ends of a pair count the same messages, so the counts agree across calls).
+  unsigned long long* p2p_seq;
   // Abort polling (see Spin in primitives.cuh). abort_poll[0]: globaltimer time before which no
   // thread of this GPU reads the host abort word again; abort_poll[1]: nonzero once any kernel
   // of this communicator saw or raised an abort/timeout (sticky, device memory, cheap to poll).
@@ -75,6 +96,9 @@ struct PeerPtrs {
 inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
+
+// The [p2p] region's words (ready, hdr, ack) before its slots, rounded to 4 KiB.
+constexpr size_t kP2PWordsBytes = (size_t(kMaxRanks) * kP2PChannels * (2 + kP2PSlots) * sizeof(uint64_t) + 4095) / 4096 * 4096;
 
 // What the group agreed that sizes the regions above.
 struct WorkspaceShape {
@@ -108,7 +132,9 @@ inline size_t lay_out_workspace(DeviceComm& d, const WorkspaceShape& s) {
   d.data_off = d.ll128_off + size_t(2) * d.ll128_blocks * (W - 1) * d.ll128_slot_bytes;
   d.data_blocks = NB;
   d.tile_bytes = tile;
-  return d.data_off + size_t(4) * NB * W * tile;
+  d.p2p_off = d.data_off + size_t(4) * NB * W * tile;
+  d.p2p_channels = NB < kP2PChannels ? NB : kP2PChannels;
+  return d.p2p_off + kP2PWordsBytes + size_t(W) * kP2PChannels * kP2PSlots * kP2PSlotBytes;
 }
 
 

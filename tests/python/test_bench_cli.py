@@ -134,6 +134,8 @@ def test_other_collectives_and_modes():
         (["--coll", "all_gather", "-d", "int32", "--inplace", "--launch", "torchrun"], 2 / 3),
         (["--coll", "broadcast", "-d", "bfloat16", "-r", "2", "--order", "random", "--seed", "7"], 1.0),
         (["-d", "int8", "-o", "prod", "--inplace"], 4 / 3),
+        (["--coll", "send_recv", "-d", "int64"], 1.0),
+        (["--coll", "all_to_all", "-d", "half"], 2 / 3),
     ]
     for extra, factor in cases:
         with scratch() as tmp:
@@ -164,6 +166,15 @@ def test_wrong_data_names_rank_and_size():
     assert re.search(r"WRONG RESULTS: actorcc all_reduce 16384 B: rank 2: \d+ wrong", p.stderr), show(p)
     wrong = {int(r[0]): int(r[7]) for r in rows_of(p.stdout)}
     assert wrong[16384] > 0 and wrong[1024] == 0, show(p)
+
+
+def test_wrong_data_in_the_new_collectives_is_seen():
+    # The ring and the exchange are checked like the others: a corrupted output is counted.
+    for coll in ("send_recv", "all_to_all"):
+        p = run(["--ranks", "3", "-b", "3K", "-e", "48K", "-f", "4", "-n", "3", "-w", "1", "--stagger", "0",
+                 "--coll", coll, "--inject-wrong", "1@12K", "--no-plot"])
+        assert p.returncode == 3, show(p)
+        assert re.search(rf"WRONG RESULTS: actorcc {coll} 12288 B: rank 1: \d+ wrong", p.stderr), show(p)
 
 
 def test_hang_is_bounded():

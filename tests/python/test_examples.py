@@ -63,3 +63,12 @@ def test_readme_ray_snippet_runs(tmp_path):
     pytest.importorskip("ray")
     out = run_snippet(tmp_path, readme_blocks()[2], 240)
     assert out.count("array([6., 6., 6., 6.], dtype=float32)") == 4, out
+
+
+def test_weight_sync_example():
+    pytest.importorskip("torch")
+    p = run_example("weight_sync.py", "--trainers", "2", "--inference", "2", timeout=400)
+    synced = [line for line in p.stdout.splitlines() if line.endswith("weights equal to the trainers'")]
+    assert [line.split(" (")[0] for line in synced] == [f"rank {r}" for r in range(4)], p.stdout
+    assert all("3 steps, 4 buckets per sync" in line for line in synced), p.stdout
+    assert "2 trainers -> 2 inference ranks: weights synced and checked" in p.stdout

@@ -67,3 +67,10 @@ def test_mismatched_sizes_fail_on_both_ranks_naming_them(uid):
     assert "mismatched" in info["msg"] and "rank 1 expects 12 float32" in info["msg"], info["msg"]
     # rank 2 took no part: its barrier fails (the group is poisoned) instead of hanging
     assert res[2][0] == "err", res[2]
+
+
+def test_checked_all_to_all_v_counts_fail_on_every_rank(uid):
+    for kind, (err, after) in run_ranks(3, p2p_workers.mismatched_all_to_all_v_checked, uid, timeout=60):
+        assert kind == "ok"
+        assert err and "rank 1 sends 2 elements to rank 0, which expects 3" in err, err
+        assert after, "the group was not usable after the refused call"

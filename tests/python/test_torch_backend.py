@@ -24,6 +24,10 @@ def test_ddp_matches_single_process(with_hook):
     expect_no_failures(run_ranks(2, torch_workers.ddp, free_port(), 5, with_hook, timeout=300))
 
 
+def test_fsdp2_matches_single_process():
+    expect_no_failures(run_ranks(2, torch_workers.fsdp2, free_port(), 4, timeout=300))
+
+
 def test_registering_twice_is_harmless():
     import importlib
 

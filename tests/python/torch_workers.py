@@ -71,7 +71,8 @@ def collectives(rank, world, port, method=None, backend="actorcc"):
             dist.reduce(r0, dst=0)
             if rank == 0 and not torch.equal(r0, sum(v(r, case, n, dt).double() for r in range(world)).to(dt)):
                 fails.append(f"reduce {dt}")
-            if rank != 0 and not torch.equal(r0, v(rank, case, n, dt)):
+            # actorcc leaves non-root tensors alone; gloo uses them as scratch (torch allows both)
+            if rank != 0 and "cpu:gloo" not in backend and not torch.equal(r0, v(rank, case, n, dt)):
                 fails.append(f"reduce changed a non-root tensor {dt}")
             g = [torch.full((n,), 99, dtype=dt) for _ in range(world)] if rank == 1 else None
             dist.gather(v(rank, case, n, dt), g, dst=1)
@@ -98,10 +99,11 @@ def collectives(rank, world, port, method=None, backend="actorcc"):
         parts.append(src[off:off + rows[s][rank]])
     if not torch.equal(out, torch.cat(parts)):
         fails.append("all_to_all_single with splits")
-    outs = [torch.full((rows[s][rank],), 99.0) for s in range(world)]
-    dist.all_to_all(outs, [v(rank, 600 + d, rows[rank][d], torch.float32) for d in range(world)])
-    if not all(torch.equal(outs[s], v(s, 600 + rank, rows[s][rank], torch.float32)) for s in range(world)):
-        fails.append("all_to_all lists")
+    if "cpu:gloo" not in backend:  # gloo's all_to_all takes equal tensors only
+        outs = [torch.full((rows[s][rank],), 99.0) for s in range(world)]
+        dist.all_to_all(outs, [v(rank, 600 + d, rows[rank][d], torch.float32) for d in range(world)])
+        if not all(torch.equal(outs[s], v(s, 600 + rank, rows[s][rank], torch.float32)) for s in range(world)):
+            fails.append("all_to_all lists")
     # point-to-point: a ring with isend/irecv in one batch, and blocking pairs
     right, left = (rank + 1) % world, (rank - 1) % world
     got = torch.full((257,), 99.0)
@@ -138,7 +140,71 @@ def collectives(rank, world, port, method=None, backend="actorcc"):
     dist.barrier()
     if dist.get_backend() not in ("actorcc", backend):
         fails.append(f"get_backend: {dist.get_backend()}")
+    fails += _cpu_dispatch(dist.distributed_c10d._get_default_group(), backend, "world")
+    if rank in (0, 1):
+        fails += _cpu_dispatch(sub, backend, "new_group")
     dist.destroy_process_group()
+    return fails
+
+
+def _cpu_dispatch(pg, backend, which):
+    """Where the CPU tensors of `pg` went: with "cpu:gloo,..." to gloo, never to an actorcc
+    communicator; with "actorcc" to actorcc's CPU backend."""
+    import torch.distributed as dist
+    cpu_comm = "cpu" in pg._comms
+    if "cpu:gloo" in backend:
+        if cpu_comm:
+            return [f"{which}: CPU tensors reached actorcc in a {backend} group"]
+        if not isinstance(pg._cpu_backend(), dist.ProcessGroupGloo):
+            return [f"{which}: no gloo backend served the CPU tensors ({pg._cpu_backend()!r})"]
+    elif not cpu_comm:
+        return [f"{which}: CPU tensors of an actorcc group did not reach actorcc"]
+    return []
+
+
+def _tiny_model():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).double()
+
+
+def _batch(step, world):
+    """The whole batch of a step (4 rows per rank); rank r trains on rows [4r, 4r + 4)."""
+    import torch
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randn(4 * world, 8, generator=g, dtype=torch.float64), torch.randn(4 * world, 2, generator=g,
+                                                                                      dtype=torch.float64)
+
+
+def _train(m, rank, world, steps, shard=True):
+    import torch
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for s in range(steps):
+        x, y = _batch(s, world)
+        if shard:
+            x, y = x[rank * 4:(rank + 1) * 4], y[rank * 4:(rank + 1) * 4]
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+
+
+def _against_reference(flat, rank, world, steps, what):
+    """`flat` (this rank's trained parameters) against each other rank's and a single-process
+    run on the whole batch (the ranks' averaged gradients are the whole batch's)."""
+    import torch
+    import torch.distributed as dist
+    fails = []
+    ref = _tiny_model()
+    _train(ref, rank, world, steps, shard=False)
+    want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
+    if not torch.allclose(flat, want, rtol=1e-10, atol=1e-12):
+        fails.append(f"{what} params differ from the single-process reference by {(flat - want).abs().max().item()}")
+    everyone = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(everyone, flat)
+    if not all(torch.equal(everyone[0], e) for e in everyone):
+        fails.append(f"{what} params differ across ranks")
+    if (flat - model_params(_tiny_model)).abs().max().item() == 0:
+        fails.append(f"{what} did not train (parameters unchanged)")
     return fails
 
 
@@ -149,45 +215,48 @@ def ddp(rank, world, port, steps, with_hook):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     _init(rank, world, port)
-    fails = []
-
-    def model():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).double()
-
-    def batch(step):
-        g = torch.Generator().manual_seed(1000 + step)
-        return torch.randn(4 * world, 8, generator=g, dtype=torch.float64), torch.randn(4 * world, 2, generator=g,
-                                                                                          dtype=torch.float64)
-
-    m = DDP(model())
+    m = DDP(_tiny_model())
     if with_hook:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         m.register_comm_hook(None, default_hooks.allreduce_hook)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    for s in range(steps):
-        x, y = batch(s)
-        xs, ys = x[rank * 4:(rank + 1) * 4], y[rank * 4:(rank + 1) * 4]
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(m(xs), ys).backward()
-        opt.step()
-    ref = model()
-    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    for s in range(steps):
-        x, y = batch(s)
-        ropt.zero_grad()
-        torch.nn.functional.mse_loss(ref(x), y).backward()
-        ropt.step()
+    _train(m, rank, world, steps)
     flat = torch.cat([p.detach().reshape(-1) for p in m.module.parameters()])
-    want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
-    if not torch.allclose(flat, want, rtol=1e-10, atol=1e-12):
-        fails.append(f"DDP params differ from the single-process reference by {(flat - want).abs().max().item()}")
-    everyone = [torch.empty_like(flat) for _ in range(world)]
-    dist.all_gather(everyone, flat)
-    if not all(torch.equal(everyone[0], e) for e in everyone):
-        fails.append("DDP params differ across ranks")
-    if (flat - model_params(model)).abs().max().item() == 0:
-        fails.append("DDP did not train (parameters unchanged)")
+    fails = _against_reference(flat, rank, world, steps, "DDP")
+    dist.destroy_process_group()
+    return fails
+
+
+def fsdp2(rank, world, port, steps):
+    """FSDP2 (fully_shard, every layer and the root) on the tiny model over a CPU device mesh:
+    the parameters, gathered whole after `steps`, must equal a single-process run. The
+    all-gathers and reduce-scatters are actorcc's (counted)."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    _init(rank, world, port)
+    pg = dist.distributed_c10d._get_default_group()
+    calls = {"all_gather": 0, "reduce": 0}
+    names = {"_allgather_base": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
+             "all_gather_single": "all_gather", "all_gather_single_coalesced": "all_gather",
+             "_reduce_scatter_base": "reduce", "reduce_scatter_tensor_coalesced": "reduce",
+             "reduce_scatter_single": "reduce", "reduce_scatter_single_coalesced": "reduce", "allreduce": "reduce"}
+    for name, kind in names.items():
+        def counted(*a, _f=getattr(pg, name), _k=kind, **k):
+            calls[_k] += 1
+            return _f(*a, **k)
+        setattr(pg, name, counted)
+    mesh = init_device_mesh("cpu", (world,))
+    m = _tiny_model()
+    for layer in m:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    _train(m, rank, world, steps)
+    flat = torch.cat([p.full_tensor().detach().reshape(-1) for p in m.parameters()])
+    fails = _against_reference(flat, rank, world, steps, "FSDP2")
+    if not calls["all_gather"] or not calls["reduce"]:
+        fails.append(f"FSDP2's collectives did not reach actorcc: {calls}")
     dist.destroy_process_group()
     return fails
 

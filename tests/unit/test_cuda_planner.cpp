@@ -155,12 +155,16 @@ TEST(CudaPlanner, EveryPickedRouteCanRunTheCall) {
 }
 
 // The collectives added with point-to-point: the byte-push routes (one per collective, each its
-// own row and file), a copy on one rank; send, recv, batches and all_to_all_v have no route.
+// own row and file), a copy on one rank.
 TEST(CudaPlanner, RootedAndExchangeCollectivesTakeTheirPushRoutes) {
   const std::pair<Collective, Route> want[] = {{Collective::Reduce, Route::ReducePush},
                                                {Collective::AllToAll, Route::AllToAllPush},
                                                {Collective::Gather, Route::GatherPush},
-                                               {Collective::Scatter, Route::ScatterPush}};
+                                               {Collective::Scatter, Route::ScatterPush},
+                                               {Collective::Send, Route::SendPush},
+                                               {Collective::Recv, Route::RecvPush},
+                                               {Collective::SendRecv, Route::SendRecvPush},
+                                               {Collective::AllToAllV, Route::AllToAllVPush}};
   for (const auto& [c, r] : want) {
     EXPECT_TRUE(cuda::has_route(c)) << to_string(c);
     EXPECT_EQ(cuda::route_name(r), std::string(to_string(c)) + "_push");
@@ -174,10 +178,6 @@ TEST(CudaPlanner, RootedAndExchangeCollectivesTakeTheirPushRoutes) {
       cuda::RouteArgs a = cuda::plan_args(other, 4 * KiB, false, 4);
       EXPECT_FALSE(cuda::can_run(r, a)) << cuda::route_name(r) << " ran " << to_string(other);
     }
-  }
-  for (Collective c : {Collective::Send, Collective::Recv, Collective::SendRecv, Collective::AllToAllV}) {
-    EXPECT_FALSE(cuda::has_route(c)) << to_string(c);
-    EXPECT_THROW(pick(c, 4 * KiB, false, 2), UnsupportedError) << to_string(c);
   }
 }
 

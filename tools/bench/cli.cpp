@@ -144,7 +144,9 @@ nccl-tests flags:
   -G, --cudagraph N       capture the -n calls in one CUDA graph and launch it N times (0: eager)
   -J, --output_file F     write JSON results to F (and a PNG plot next to it)
   -g, --gpus N            number of GPUs / worker processes (default: all found)
-      --coll C            all_reduce|reduce_scatter|all_gather|broadcast (default all_reduce)
+      --coll C            all_reduce|reduce_scatter|all_gather|broadcast|send_recv|all_to_all
+                          (default all_reduce; send_recv: a ring, each rank sends its buffer to
+                          the next and receives the previous one's, in one batch)
       --inplace           in-place calls (default out-of-place)
 
 launcher:
@@ -232,7 +234,7 @@ Config parse_args(const std::vector<std::string>& args, bool* help) {
     } else if (a == "--coll") {
       c.coll = parse_collective(lower(next()));
       if (c.coll == Collective::Barrier) throw InvalidArgument("--coll barrier is not benchmarked");
-      if (c.coll > Collective::Barrier)
+      if (c.coll > Collective::Barrier && c.coll != Collective::SendRecv && c.coll != Collective::AllToAll)
         throw InvalidArgument("--coll " + std::string(to_string(c.coll)) + " is not benchmarked yet");
     } else if (a == "--inplace") {
       c.inplace = true;

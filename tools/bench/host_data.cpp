@@ -85,6 +85,10 @@ template <typename T> T expected(const Pattern& p, size_t j) {
     case kReduceScatter: return reduce_over_ranks<T>(p, static_cast<size_t>(p.rank) * p.chunk + j);
     case kAllGather: return input<T>(p, static_cast<int>(j / p.chunk), j % p.chunk);
     case kBroadcast: return input<T>(p, p.root, j);
+    // send_recv: a ring, each rank's whole input from the rank before it.
+    case kSendRecv: return input<T>(p, (p.rank + p.world - 1) % p.world, j);
+    // all_to_all: block q is block `rank` of rank q's input.
+    case kAllToAll: return input<T>(p, static_cast<int>(j / p.chunk), static_cast<size_t>(p.rank) * p.chunk + j % p.chunk);
     default: return reduce_over_ranks<T>(p, j);
   }
 }

@@ -35,7 +35,7 @@ namespace actorcc::bench {
 
 // Mirrors actorcc::Collective / RedOp / DataType numbering (kept as ints so device code needs
 // no actorcc header).
-enum : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kBroadcast = 3 };
+enum : int { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2, kBroadcast = 3, kSendRecv = 7, kAllToAll = 8 };
 enum : int { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
 enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kF64 = 3, kI8 = 4, kU8 = 5, kI32 = 6, kI64 = 7 };
 
@@ -49,7 +49,8 @@ struct Pattern {
   int mant = 1;      // float inputs: bits of m (make_pattern)
   int spread = 8;    // float inputs: exponents e in [0, spread)
   bool exact_in_type = false;
-  size_t chunk = 0;  // reduce_scatter: per-rank output count; all_gather: per-rank input count
+  size_t chunk = 0;  // reduce_scatter: per-rank output count; all_gather: per-rank input count;
+                     // all_to_all: per-peer block
 };
 
 // Fills in the dtype-dependent part: the widest m for which a sum over `world` ranks stays

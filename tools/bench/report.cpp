@@ -39,7 +39,7 @@ std::string clean(std::string s) {
 }
 
 std::string redop_column(const Config& c) {
-  if (c.coll == Collective::AllGather || c.coll == Collective::Broadcast) return "none";
+  if (c.coll != Collective::AllReduce && c.coll != Collective::ReduceScatter) return "none";
   return std::string(to_string(c.op));
 }
 
@@ -50,7 +50,8 @@ double busbw_factor(Collective c, int world) {
   switch (c) {
     case Collective::AllReduce: return 2.0 * (n - 1) / n;
     case Collective::ReduceScatter:
-    case Collective::AllGather: return (n - 1) / n;
+    case Collective::AllGather:
+    case Collective::AllToAll: return (n - 1) / n;  // nccl-tests' alltoall_perf; sendrecv_perf: 1
     default: return 1.0;
   }
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actorcc/actorcc.hpp"
+#include "algorithms/p2p_plan.hpp"
 #include "bench.hpp"
 #include "gpu.hpp"
 #include "host_data.hpp"
@@ -119,6 +120,13 @@ class Worker {
   void sweep(Impl& impl, bool inject_here);
   void run_actorcc();
   void run_nccl(bool symmetric);
+  // send_recv's ring: this rank's buffer to the next rank, the previous rank's into `r`.
+  std::vector<P2POp> ring_batch(const void* s, void* r, size_t n) const;
+#ifdef ACTORCC_WITH_CUDA
+  // What this rank sends and receives in send_recv or all_to_all (n: all_to_all's block): the
+  // library's own plan of those calls (algorithms/p2p_plan.hpp), which NCCL then runs.
+  std::vector<P2POp> transfers(const void* s, void* r, size_t n) const;
+#endif
   std::vector<double> gather_max(const std::vector<double>& mine);
   void emit(const std::string& line);
 
@@ -185,7 +193,7 @@ Layout Worker::layout(const Impl& impl, size_t want_bytes) const {
   size_t ts = dtype_size(c_.dtype);
   int world = c_.world;
   l.count = want_bytes / ts;
-  bool split = c_.coll == Collective::ReduceScatter || c_.coll == Collective::AllGather;
+  bool split = c_.coll == Collective::ReduceScatter || c_.coll == Collective::AllGather || c_.coll == Collective::AllToAll;
   if (split) l.count -= l.count % static_cast<size_t>(world);
   l.bytes = l.count * ts;
   l.chunk = split ? l.count / world : l.count;
@@ -205,6 +213,14 @@ Layout Worker::layout(const Impl& impl, size_t want_bytes) const {
       l.send = c_.inplace ? a + mine : a;
       l.arg = l.chunk;
       l.in_count = l.chunk;
+      l.out_count = l.count;
+      break;
+    case Collective::AllToAll:  // never in place (the library refuses overlapping buffers)
+    case Collective::SendRecv:
+      l.send = a;
+      l.recv = b;
+      l.arg = c_.coll == Collective::AllToAll ? l.chunk : l.count;
+      l.in_count = l.count;
       l.out_count = l.count;
       break;
     default:  // all_reduce, broadcast
@@ -382,6 +398,19 @@ void Worker::sweep(Impl& impl, bool inject_here) {
   }
 }
 
+std::vector<P2POp> Worker::ring_batch(const void* s, void* r, size_t n) const {
+  const int right = (c_.rank + 1) % c_.world, left = (c_.rank + c_.world - 1) % c_.world;
+  return {{P2POp::Kind::Send, const_cast<void*>(s), n, c_.dtype, right}, {P2POp::Kind::Recv, r, n, c_.dtype, left}};
+}
+
+#ifdef ACTORCC_WITH_CUDA
+std::vector<P2POp> Worker::transfers(const void* s, void* r, size_t n) const {
+  if (c_.coll == Collective::SendRecv) return ring_batch(s, r, n);
+  CollArgs a{Collective::AllToAll, s, r, n, c_.dtype, RedOp::Sum, 0, stream_};
+  return p2p_transfers(a, c_.rank, c_.world);
+}
+#endif
+
 size_t buffer_bytes(const Config& c) { return std::max<size_t>(std::max(c.max_bytes, c.min_bytes), 4096); }
 
 void Worker::run_actorcc() {
@@ -395,6 +424,8 @@ void Worker::run_actorcc() {
       case Collective::AllReduce: comm_->all_reduce(s, r, n, c_.dtype, c_.op, stream_); break;
       case Collective::ReduceScatter: comm_->reduce_scatter(s, r, n, c_.dtype, c_.op, stream_); break;
       case Collective::AllGather: comm_->all_gather(s, r, n, c_.dtype, stream_); break;
+      case Collective::AllToAll: comm_->all_to_all(s, r, n, c_.dtype, stream_); break;
+      case Collective::SendRecv: comm_->send_recv(ring_batch(s, r, n), stream_); break;
       default: comm_->broadcast(s, r, n, c_.dtype, c_.root, stream_); break;
     }
   };
@@ -489,6 +520,13 @@ void Worker::run_nccl(bool symmetric) {
   }
   NcclComm* ncp = nc.get();
   impl.call = [&, ncp](const void* s, void* r, size_t n) {
+    if (c_.coll == Collective::SendRecv || c_.coll == Collective::AllToAll) {
+      std::vector<NcclComm::Transfer> xs;
+      for (const P2POp& op : transfers(s, r, n))
+        xs.push_back({op.kind == P2POp::Kind::Send, op.buf, op.count, op.dtype, op.peer});
+      ncp->transfers(xs, stream_);
+      return;
+    }
     ncp->run(c_.coll, s, r, n, c_.dtype, c_.op, c_.root, stream_);
   };
   nccl_inputs_ = true;

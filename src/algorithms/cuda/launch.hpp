@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "actorcc/types.hpp"
+#include "algorithms/cuda/p2p_batch.hpp"
 #include "algorithms/cuda/routes.hpp"
 #include "algorithms/cuda/tuning.hpp"
 #include "kernels/device_comm.cuh"
@@ -48,6 +49,7 @@ struct CallArgs {
   // compute the same value, or the call fails with kErrMismatch before writing into a peer.
   unsigned long long desc = 0;
   PeerPtrs direct;   // registered output: each peer's recv mapped here (else all nullptr)
+  const P2PBatch* batch = nullptr;  // send, recv, send_recv, all_to_all_v: this rank's transfers
 };
 
 inline size_t dtype_bytes(DataType dtype) { return dtype_size(dtype); }
@@ -68,6 +70,10 @@ cudaError_t launch_push_reduce(const DeviceComm& c, const Tuning& t, const CallA
 // byte pushes of per-peer blocks, in one of three shapes.
 enum class ExchangeShape : int { AllToAll = 0, Gather = 1, Scatter = 2 };
 cudaError_t launch_exchange(const DeviceComm& c, const Tuning& t, const CallArgs& a, ExchangeShape shape);
+
+// Shared by send_push, recv_push, send_recv_push and all_to_all_v_push (p2p_push.cu): a.batch's
+// transfers on per-pair channels.
+cudaError_t launch_p2p(const DeviceComm& c, const Tuning& t, const CallArgs& a);
 
 // Shared by the two-shot all-reduce and reduce_scatter_push (twoshot.cu): reduce-scatter by
 // pushing each segment to its owner, then (gather) all-gather by pushing the owner's result.

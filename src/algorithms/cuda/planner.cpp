@@ -107,11 +107,10 @@ Route pick_route(const RouteArgs& a, const Tuning& t, std::optional<Route> force
     case Collective::AllToAll: return Route::AllToAllPush;
     case Collective::Gather: return Route::GatherPush;
     case Collective::Scatter: return Route::ScatterPush;
-    case Collective::Send:
-    case Collective::Recv:
-    case Collective::SendRecv:
-    case Collective::AllToAllV:
-      throw UnsupportedError(std::string(to_string(a.coll)) + " has no CUDA route (the NCCL path and the CPU backend carry it)");
+    case Collective::Send: return Route::SendPush;
+    case Collective::Recv: return Route::RecvPush;
+    case Collective::SendRecv: return Route::SendRecvPush;
+    case Collective::AllToAllV: return Route::AllToAllVPush;
     case Collective::AllReduce: break;
   }
   const Route r = forced ? *forced : plan_all_reduce(a.bytes, a.registered, a.world, t);

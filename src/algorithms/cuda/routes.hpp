@@ -30,7 +30,11 @@
   X(ReducePush, reduce_push, Collective::Reduce, any_buffer)                    \
   X(AllToAllPush, all_to_all_push, Collective::AllToAll, any_buffer)            \
   X(GatherPush, gather_push, Collective::Gather, any_buffer)                    \
-  X(ScatterPush, scatter_push, Collective::Scatter, any_buffer)
+  X(ScatterPush, scatter_push, Collective::Scatter, any_buffer)                 \
+  X(SendPush, send_push, Collective::Send, any_buffer)                          \
+  X(RecvPush, recv_push, Collective::Recv, any_buffer)                          \
+  X(SendRecvPush, send_recv_push, Collective::SendRecv, any_buffer)             \
+  X(AllToAllVPush, all_to_all_v_push, Collective::AllToAllV, any_buffer)
 
 namespace actorcc::cuda {
 
@@ -62,9 +66,7 @@ const RouteInfo& route_info(Route r);
 // Whether route r may run the call: it serves the collective, the group's size fits (copy: one
 // rank, every other route: more), and its condition on the buffers holds.
 bool can_run(Route r, const RouteArgs& a);
-// Whether some route of more than one rank serves collective c. Send, recv, their batches and
-// all_to_all_v have none: they need per-pair progress, which the workspace's group-wide step
-// counters do not give, so the CUDA backend refuses them (NCCL and the CPU backend carry them).
+// Whether some route of more than one rank serves collective c (every collective has one).
 bool has_route(Collective c);
 
 }  // namespace actorcc::cuda

@@ -17,6 +17,7 @@
 
 #include "algorithms/cuda/launch.hpp"
 #include "algorithms/cuda/planner.hpp"
+#include "algorithms/p2p_plan.hpp"
 #include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
@@ -51,6 +52,8 @@ using cuda_rt::DeviceGuard;
 // within this (plus one bootstrap message) even when no further call is made.
 constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 
+constexpr size_t kP2PSeqWords = size_t(2) * cuda::kMaxRanks * cuda::kP2PChannels;
+
 // The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..7] the
 // error record (device -> host: code, peer, collective).
 struct HostWords : cuda_rt::HostMappedWords {
@@ -77,6 +80,11 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
                    << " (ACTORCC_CUDA_SHARE_GPU): calls wait for the GPU to switch processes");
 }
 
+// The calls that run as transfers on per-pair channels (algorithms/cuda/p2p_push.cu).
+bool is_p2p_per_pair(Collective c) {
+  return c == Collective::Send || c == Collective::Recv || c == Collective::SendRecv || c == Collective::AllToAllV;
+}
+
 class CudaBackend final : public BackendImpl {
  public:
   explicit CudaBackend(GroupContext& ctx) : ctx_(ctx), device_(ctx.options.device) {
@@ -101,8 +109,10 @@ class CudaBackend final : public BackendImpl {
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
-      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy.
-      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2) * sizeof(unsigned long long));
+      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy,
+      // then the point-to-point message counts (DeviceComm::p2p_seq).
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2 + kP2PSeqWords) *
+                                                          sizeof(unsigned long long));
       order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
       err = Outcomes::reason(e);
@@ -144,6 +154,7 @@ class CudaBackend final : public BackendImpl {
                        ? ~0ull
                        : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
+    d.p2p_seq = d.abort_poll + 2;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
     d.abort_poll_ns = static_cast<unsigned long long>(mine.own.abort_poll_us) * 1000ull;
@@ -193,7 +204,8 @@ class CudaBackend final : public BackendImpl {
                                  " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
                                  "groups that NCCL carries have it)",
                              ctx_.rank);
-    if (a.coll != Collective::Barrier && a.count == 0) return;
+    // Point-to-point calls move empty transfers too: the peer's matching call waits for them.
+    if (a.coll != Collective::Barrier && !is_p2p_per_pair(a.coll) && a.count == 0) return;
     DeviceGuard guard(device_);
     // Buffers a call does not use on this rank may be null: gather's and reduce's output and
     // scatter's input off the root.
@@ -226,6 +238,18 @@ class CudaBackend final : public BackendImpl {
       reg = registered_.find(a.recv, ra.bytes);
       ra.registered = reg != nullptr;
       describe_call(ca, reg, ra.bytes);
+    }
+    // Send, recv, batches, all_to_all_v: this rank's transfers, as the kernel takes them.
+    std::unique_ptr<cuda::P2PBatch> batch;
+    if (is_p2p_per_pair(a.coll)) {
+      batch = std::make_unique<cuda::P2PBatch>(cuda::build_p2p_batch(p2p_transfers(a, ctx_.rank, ctx_.world), ctx_.rank));
+      for (int i = 0; i < batch->lane_begin[batch->nlanes]; ++i) {
+        const cuda::P2PTask& t = batch->task[i];
+        if (t.nbytes == 0) continue;
+        if (t.src) check_buffer(t.src, "send", a);
+        if (t.dst) check_buffer(t.dst, "recv", a);
+      }
+      ca.batch = batch.get();
     }
     const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
@@ -313,6 +337,12 @@ class CudaBackend final : public BackendImpl {
       msg = me + "CUDA " + what + " timed out after " + std::to_string(ctx_.options.timeout.count()) +
             " ms waiting for rank " + std::to_string(peer);
       ctx_.abort->raise(peer, ErrorCode::Timeout, msg);
+    } else if (code == cuda::kErrMismatch && is_p2p_per_pair(static_cast<Collective>(coll))) {
+      msg = me + "CUDA " + what + ": rank " + std::to_string(peer) + " and rank " +
+            std::to_string(ctx_.global_rank(ctx_.rank)) +
+            " disagree on a transfer between them (its count or dtype differs, or one has a transfer the other "
+            "lacks); nothing was written into the receiver's buffer";
+      ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
     } else if (code == cuda::kErrMismatch) {
       msg = me + "CUDA " + what + ": rank " + std::to_string(peer) +
             " called it with a different count, type or op, or with an output that is not the same registered "

@@ -155,3 +155,13 @@ def check_after_peer_abort(rank, world, uid):
             except actorcc.RemoteError:
                 pass
     return fails
+
+
+def checked_mismatch(rank, world, uid):
+    """Checked mode (the exhaustive check over the bootstrap) prints the same descriptors."""
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30, checked=True) as comm:
+        try:
+            comm.all_reduce(np.ones(8 if rank == world - 1 else 4, np.float32))
+        except actorcc.InvalidArgumentError as e:
+            return str(e)
+    return None

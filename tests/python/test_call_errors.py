@@ -38,3 +38,11 @@ def test_overlapping_outputs_are_refused_by_address_range(uid):
 
 def test_check_synchronize_and_wait_report_the_groups_error(uid):
     expect_no_failures(run_ranks(2, error_workers.check_after_peer_abort, uid, timeout=60))
+
+
+def test_checked_mode_names_both_calls(uid):
+    res = run_ranks(3, error_workers.checked_mismatch, uid, expect_errors=True, timeout=60)
+    for r, (kind, msg) in enumerate(res):
+        assert kind == "ok" and msg is not None, f"rank {r}: {kind} {msg}"
+        assert "checked mode" in msg and "rank 0 called all_reduce(count=4, float32, sum)" in msg, msg
+        assert "rank 2 called all_reduce(count=8, float32, sum)" in msg, msg

@@ -75,6 +75,30 @@ class NcclBackend final : public BackendImpl {
 
   std::string plan(Collective, size_t, bool) const override { return "nccl"; }
 
+  // NCCL's kernels wait for a silent peer indefinitely, so the stream is polled against the
+  // call timeout and the group's abort (which ncclCommAbort turns into kernels that return)
+  // rather than synchronised blindly. A timeout here poisons the group, naming no rank: NCCL
+  // does not say whom it waits for.
+  void synchronize(void* stream) override {
+    cuda_rt::DeviceGuard guard(device_);
+    const Deadline dl = Deadline::after(ctx_.options.timeout);
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) cuda_rt::check(e, "cudaStreamQuery (synchronize)");
+      ctx_.abort->throw_if_raised();
+      if (dl.expired()) {
+        const std::string msg = "synchronize: the NCCL calls on the stream did "
+                                "not finish within " + std::to_string(ctx_.options.timeout.count()) + " ms";
+        ctx_.abort->raise(-1, ErrorCode::Timeout, msg);
+        ctx_.bootstrap->abort(msg);
+        ctx_.abort->rethrow();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ctx_.abort->throw_if_raised();
+  }
+
  private:
   struct Refusal {
     int peer = -1;

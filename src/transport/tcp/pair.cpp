@@ -48,7 +48,8 @@ class Transfers {
       bool open = false;
       fds.clear();
       for (auto& [key, q] : queues_) {
-        auto& [pair, send] = key;
+        Pair* const pair = key.first;  // plain names: lambdas may not capture structured bindings (clang)
+        const bool send = key.second;
         while (q.head < q.items.size() && (send ? progress_send(q.items[q.head]) : progress_recv(q.items[q.head]))) ++q.head;
         if (q.head == q.items.size()) continue;
         open = true;

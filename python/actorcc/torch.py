@@ -26,6 +26,10 @@ How it maps onto actorcc:
   CPU tensors goes there; CUDA tensors stay on actorcc.
 - batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
   runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
+- torch versions: run on 2.15 (everything above, DDP, FSDP2 on CPU) and 2.5.1 (the collective
+  matrix, the gloo split, batches; DDP's constructor never returns there with this group, and
+  2.5's FSDP2 needs CUDA). register_backend(name, fn, devices=...) is the same in both, and a
+  repeated registration is skipped.
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops

@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime
 import functools
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -442,6 +443,16 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
 
 def _create(store, rank, size, timeout):
+    # With "cpu:gloo,cuda:actorcc" torch has just built a gloo backend for the group, which it
+    # drops once this returns; a rank that dropped it while another was still connecting broke
+    # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
+    # rank leaves only once all have got here, through the group's store.
+    store.add("actorcc_created", 1)
+    deadline = time.monotonic() + (timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 1800)
+    while int(store.add("actorcc_created", 0)) < size:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"actorcc torch backend: rank {rank}: the other ranks of the group did not arrive")
+        time.sleep(0.005)
     return ActorccProcessGroup(store, rank, size, timeout)
 
 

@@ -64,6 +64,9 @@ def rank_main(rank, world, trainers, port, device, steps):
     trainer_group = dist.new_group(list(range(trainers)))
     inference_group = dist.new_group(list(range(trainers, world)))
     sync_group = dist.new_group([0] + list(range(trainers, world)))
+    # A group's communicator forms on its first call, which every rank of the group must make
+    # (as with NCCL): the world's, used below by two ranks at a time, forms here.
+    dist.all_reduce(torch.zeros(1, device=device))
     is_trainer = rank < trainers
     # Inference ranks start from other weights: only the sync makes them equal.
     model = make_model(torch, 0 if is_trainer else 1000 + rank).to(device)

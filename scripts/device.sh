@@ -47,7 +47,7 @@
 #               rank (copy kernels), memcheck and racecheck on 2 ranks sharing GPU 0 (the NVLink
 #               routes). <= 55 s
 #   p2pnv       (<= 60 s of tests) send/recv, batches and all_to_all_v on the NVLink path, 2 ranks
-#               sharing GPU 0, every dtype, and a count/dtype mismatch failing on both ends
+#               sharing GPU 0, every dtype, a captured batch, and a count mismatch failing on both ends
 #               (tests/python/test_gpu_p2p.py); reuses the build phase's folder and builds only
 #               the extension (actorcc_py_pkg) on top
 #   all         build tier evidence shared vnodes mutations bench p2p
@@ -281,7 +281,7 @@ phase_p2pnv() {
     { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return; }
   step py-gpu-p2p-nvlink 60 env PYTHONPATH="$ROOT/build/gpu/python/pkg" python3 -m pytest -q -p no:cacheprovider \
     "tests/python/test_gpu_p2p.py::test_nvlink_path_sharing_one_gpu[2]" \
-    tests/python/test_gpu_p2p.py::test_nvlink_transfer_mismatch_fails_on_both_ends || FAILED=1
+    "tests/python/test_gpu_p2p.py::test_nvlink_transfer_mismatch_fails_on_both_ends[count]" || FAILED=1
   tail -5 "$OUT/logs/py-gpu-p2p-nvlink.log"
 }
 

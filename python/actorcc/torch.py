@@ -26,6 +26,10 @@ How it maps onto actorcc:
   CPU tensors goes there; CUDA tensors stay on actorcc.
 - batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
   runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
+- torch versions: run on 2.15 (everything above, DDP, FSDP2 on CPU) and 2.5.1 (the collective
+  matrix, the gloo split, batches; DDP's constructor never returns there with this group, and
+  2.5's FSDP2 needs CUDA). register_backend(name, fn, devices=...) is the same in both, and a
+  repeated registration is skipped.
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
@@ -36,6 +40,7 @@ from __future__ import annotations
 import datetime
 import functools
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -438,6 +443,16 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
 
 def _create(store, rank, size, timeout):
+    # With "cpu:gloo,cuda:actorcc" torch has just built a gloo backend for the group, which it
+    # drops once this returns; a rank that dropped it while another was still connecting broke
+    # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
+    # rank leaves only once all have got here, through the group's store.
+    store.add("actorcc_created", 1)
+    deadline = time.monotonic() + (timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 1800)
+    while int(store.add("actorcc_created", 0)) < size:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"actorcc torch backend: rank {rank}: the other ranks of the group did not arrive")
+        time.sleep(0.005)
     return ActorccProcessGroup(store, rank, size, timeout)
 
 

@@ -29,31 +29,42 @@ std::string default_library() {
 
 #if ACTORCC_HAVE_NCCL_H
 
-struct NcclLib::Fns {
-  decltype(&ncclGetVersion) get_version = nullptr;
-  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
-  decltype(&ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&ncclCommAbort) comm_abort = nullptr;
-  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
-  decltype(&ncclGetErrorString) get_error_string = nullptr;
-  decltype(&ncclGetLastError) get_last_error = nullptr;  // optional
-  decltype(&ncclAllReduce) all_reduce = nullptr;
-  decltype(&ncclReduceScatter) reduce_scatter = nullptr;
-  decltype(&ncclAllGather) all_gather = nullptr;
-  decltype(&ncclBroadcast) broadcast = nullptr;
-  decltype(&ncclReduce) reduce = nullptr;
-  decltype(&ncclSend) send = nullptr;
-  decltype(&ncclRecv) recv = nullptr;
-  decltype(&ncclGroupStart) group_start = nullptr;
-  decltype(&ncclGroupEnd) group_end = nullptr;
+// The NCCL entry points actorcc calls: (field, symbol, required). One row per function gives
+// both the member and its lookup; an optional one is null where the library lacks it.
+#define ACTORCC_NCCL_FUNCTIONS(X)                                     \
+  X(get_version, ncclGetVersion, true)                                \
+  X(get_unique_id, ncclGetUniqueId, true)                             \
+  X(comm_init_rank, ncclCommInitRank, true)                           \
+  X(comm_destroy, ncclCommDestroy, true)                              \
+  X(comm_abort, ncclCommAbort, true)                                  \
+  X(comm_get_async_error, ncclCommGetAsyncError, true)                \
+  X(get_error_string, ncclGetErrorString, true)                       \
+  X(get_last_error, ncclGetLastError, false)                          \
+  X(all_reduce, ncclAllReduce, true)                                  \
+  X(reduce_scatter, ncclReduceScatter, true)                          \
+  X(all_gather, ncclAllGather, true)                                  \
+  X(broadcast, ncclBroadcast, true)                                   \
+  X(reduce, ncclReduce, true)                                         \
+  X(send, ncclSend, true)                                             \
+  X(recv, ncclRecv, true)                                             \
+  X(group_start, ncclGroupStart, true)                                \
+  X(group_end, ncclGroupEnd, true)
 #ifdef NCCL_WIN_COLL_SYMMETRIC
-  // optional (NCCL >= 2.27): symmetric-memory windows
-  decltype(&ncclMemAlloc) mem_alloc = nullptr;
-  decltype(&ncclMemFree) mem_free = nullptr;
-  decltype(&ncclCommWindowRegister) window_register = nullptr;
-  decltype(&ncclCommWindowDeregister) window_deregister = nullptr;
+// NCCL >= 2.27: symmetric-memory windows, optional.
+#define ACTORCC_NCCL_WINDOW_FUNCTIONS(X)                              \
+  X(mem_alloc, ncclMemAlloc, false)                                   \
+  X(mem_free, ncclMemFree, false)                                     \
+  X(window_register, ncclCommWindowRegister, false)                   \
+  X(window_deregister, ncclCommWindowDeregister, false)
+#else
+#define ACTORCC_NCCL_WINDOW_FUNCTIONS(X)
 #endif
+
+struct NcclLib::Fns {
+#define ACTORCC_NCCL_FIELD(field, symbol, required) decltype(&symbol) field = nullptr;
+  ACTORCC_NCCL_FUNCTIONS(ACTORCC_NCCL_FIELD)
+  ACTORCC_NCCL_WINDOW_FUNCTIONS(ACTORCC_NCCL_FIELD)
+#undef ACTORCC_NCCL_FIELD
 };
 
 namespace {
@@ -111,29 +122,10 @@ std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
   lib->handle_ = h;
   lib->fns_ = std::make_unique<Fns>();
   Fns& f = *lib->fns_;
-  resolve(h, "ncclGetVersion", f.get_version, true);
-  resolve(h, "ncclGetUniqueId", f.get_unique_id, true);
-  resolve(h, "ncclCommInitRank", f.comm_init_rank, true);
-  resolve(h, "ncclCommDestroy", f.comm_destroy, true);
-  resolve(h, "ncclCommAbort", f.comm_abort, true);
-  resolve(h, "ncclCommGetAsyncError", f.comm_get_async_error, true);
-  resolve(h, "ncclGetErrorString", f.get_error_string, true);
-  resolve(h, "ncclGetLastError", f.get_last_error, false);
-  resolve(h, "ncclAllReduce", f.all_reduce, true);
-  resolve(h, "ncclReduceScatter", f.reduce_scatter, true);
-  resolve(h, "ncclAllGather", f.all_gather, true);
-  resolve(h, "ncclBroadcast", f.broadcast, true);
-  resolve(h, "ncclReduce", f.reduce, true);
-  resolve(h, "ncclSend", f.send, true);
-  resolve(h, "ncclRecv", f.recv, true);
-  resolve(h, "ncclGroupStart", f.group_start, true);
-  resolve(h, "ncclGroupEnd", f.group_end, true);
-#ifdef NCCL_WIN_COLL_SYMMETRIC
-  resolve(h, "ncclMemAlloc", f.mem_alloc, false);
-  resolve(h, "ncclMemFree", f.mem_free, false);
-  resolve(h, "ncclCommWindowRegister", f.window_register, false);
-  resolve(h, "ncclCommWindowDeregister", f.window_deregister, false);
-#endif
+#define ACTORCC_NCCL_RESOLVE(field, symbol, required) resolve(h, #symbol, f.field, required);
+  ACTORCC_NCCL_FUNCTIONS(ACTORCC_NCCL_RESOLVE)
+  ACTORCC_NCCL_WINDOW_FUNCTIONS(ACTORCC_NCCL_RESOLVE)
+#undef ACTORCC_NCCL_RESOLVE
   lib->path_ = path;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(f.get_version), &info) && info.dli_fname) lib->path_ = info.dli_fname;

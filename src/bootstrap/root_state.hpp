@@ -27,8 +27,9 @@ inline constexpr std::chrono::milliseconds kHelloTimeout(5000);
 inline constexpr std::chrono::milliseconds kCloseLinger(2000);
 // A peer that stops reading must not make the root buffer without bound.
 inline constexpr size_t kMaxOutBuffer = 512u << 20;
-// How late the root may log a rank lost after the group formed (see Impl::LossBatch).
-inline constexpr std::chrono::milliseconds kLossGrace(2000);
+// How late the root may log a rank lost after the group formed (see Impl::LossBatch): the
+// processes of a job that shuts down can end over more than 2 s on a loaded host.
+inline constexpr std::chrono::milliseconds kLossGrace(5000);
 // Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
 // at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
 // fds, and a real rank (which says HELLO right after connecting) still gets in.

@@ -76,36 +76,19 @@ def matching_sequences(rank, world, uid):
     return fails
 
 
-def overlapping_views(rank, world, uid):
-    """An output that shares memory with the input (a view) is refused unless it is the exact
-    in-place layout; nothing moves and the group stays usable."""
+OVERLAP_CASES = ("all_reduce shifted", "all_gather out over input, not at this rank's block",
+                 "reduce_scatter out inside input, not at this rank's block")
+
+
+def overlapping_views(rank, world, uid, case):
+    """The exact in-place layouts pass, whether given as the same object or as another view of
+    the same memory (address range, not identity); then an output that shares memory with the
+    input in any other layout (`case`, made by every rank) is refused before anything moves.
+    A refusal aborts the group (docs/reliability.md), so each case is a group of its own: a rank
+    either refuses its own call or learns of another rank's refusal of the same overlap."""
     fails = []
     with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
         n = 8
-        buf = np.arange(4 * world * n, dtype=np.float32)
-        before = buf.copy()
-        nxt = (rank + 1) % world  # a block that is not this rank's
-        # Every rank's call is refused (a buffer only the root uses is not compared elsewhere,
-        # so rooted calls are covered by the C++ unit test instead).
-        bad = {
-            "all_reduce shifted": lambda: comm.all_reduce(buf[0:n], out=buf[1:n + 1]),
-            "all_gather out over input, not at this rank's block":
-                lambda: comm.all_gather(buf[nxt * n:(nxt + 1) * n], out=buf[0:world * n]),
-            "reduce_scatter out inside input, not at this rank's block":
-                lambda: comm.reduce_scatter(buf[0:world * n], out=buf[nxt * n + 1:nxt * n + 1 + n]),
-        }
-        for name, call in bad.items():
-            try:
-                call()
-                fails.append(f"{name}: no error")
-            except actorcc.InvalidArgumentError as e:
-                if "overlap" not in str(e) or f"rank {rank}" not in str(e):
-                    fails.append(f"{name}: unclear error: {e}")
-            if not np.array_equal(buf, before):
-                fails.append(f"{name}: data moved")
-                buf[:] = before
-        # The exact in-place layouts pass, whether given as the same object or as another view
-        # of the same memory (address range, not identity).
         x = np.full(n, rank + 1, np.float32)
         comm.all_reduce(x, out=x[:])
         if not np.all(x == world * (world + 1) / 2):
@@ -119,6 +102,30 @@ def overlapping_views(rank, world, uid):
         comm.reduce_scatter(rs, out=rs[rank * n:(rank + 1) * n])
         if not np.all(rs[rank * n:(rank + 1) * n] == world):
             fails.append("in-place reduce_scatter wrong")
+
+        # every rank is done with the calls above before any refusal below aborts the group
+        comm.allgather_bytes(b"")
+        buf = np.arange(4 * world * n, dtype=np.float32)
+        before = buf.copy()
+        nxt = (rank + 1) % world  # a block that is not this rank's
+        # Every rank's call is refused (a buffer only the root uses is not compared elsewhere,
+        # so rooted calls are covered by the C++ unit test instead).
+        bad = {
+            OVERLAP_CASES[0]: lambda: comm.all_reduce(buf[0:n], out=buf[1:n + 1]),
+            OVERLAP_CASES[1]: lambda: comm.all_gather(buf[nxt * n:(nxt + 1) * n], out=buf[0:world * n]),
+            OVERLAP_CASES[2]: lambda: comm.reduce_scatter(buf[0:world * n], out=buf[nxt * n + 1:nxt * n + 1 + n]),
+        }
+        try:
+            bad[case]()
+            fails.append(f"{case}: no error")
+        except actorcc.InvalidArgumentError as e:
+            if "overlap" not in str(e) or f"rank {rank}" not in str(e):
+                fails.append(f"{case}: unclear error: {e}")
+        except actorcc.RemoteError as e:
+            if "overlap" not in str(e):
+                fails.append(f"{case}: the group's abort does not say why: {e}")
+        if not np.array_equal(buf, before):
+            fails.append(f"{case}: data moved")
     return fails
 
 

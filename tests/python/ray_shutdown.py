@@ -25,11 +25,11 @@ def main():
     actorcc.ray.create_collective_group(b, group_name="b", backend="cpu", join_timeout=60)
     ray.get([w.allreduce.remote("a", 1.0) for w in a])
     ray.kill(a[1])
-    time.sleep(4)  # longer than the root's grace for logging a loss
+    time.sleep(7)  # longer than the root's grace for logging a loss (kLossGrace, 5 s)
     print("ready", flush=True)
     sys.stderr.flush()
     ray.shutdown()
-    time.sleep(3)  # the roots see the actors go
+    time.sleep(7)  # the roots see the actors go, and log them within their grace
     print("done", flush=True)
 
 

@@ -32,8 +32,9 @@ def test_matching_calls_are_never_refused(uid):
     expect_no_failures(run_ranks(3, error_workers.matching_sequences, uid, timeout=120))
 
 
-def test_overlapping_outputs_are_refused_by_address_range(uid):
-    expect_no_failures(run_ranks(3, error_workers.overlapping_views, uid, timeout=60))
+@pytest.mark.parametrize("case", error_workers.OVERLAP_CASES)
+def test_overlapping_outputs_are_refused_by_address_range(case, uid):
+    expect_no_failures(run_ranks(3, error_workers.overlapping_views, uid, case, timeout=60))
 
 
 def test_check_synchronize_and_wait_report_the_groups_error(uid):

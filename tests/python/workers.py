@@ -292,6 +292,10 @@ def async_ops(rank, world, uid):
         if list(g) != list(range(world)):
             fails.append("async all_gather")
         comm.barrier(async_op=True).wait()
+        # every rank has finished its barrier before rank 0's refusal below aborts the group (an
+        # abort poisons the calls still in flight, as it must); the root answers this exchange
+        # before it relays the abort
+        comm.allgather_bytes(b"")
         # a bad argument on the async path raises at call time, not at wait(); the refusal
         # aborts the group, so every rank's next call raises naming rank 0
         if rank == 0:

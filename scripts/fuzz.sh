@@ -68,7 +68,11 @@ cmake -S . -B "$TSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C
 cmake --build "$TSAN_BUILD" --target actorcc_unit_tests actorcc_fault_tests actorcc_mp_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 echo "== unit tests under TSan"
-run_logged tsan_unit "$gtest" "$TSAN_BUILD/tests/actorcc_unit_tests" --gtest_brief=1
+# Two unit tests fork a process that already runs threads (the roots of earlier tests) and start
+# a root thread in the child, on purpose; TSan cannot follow a thread started after such a fork
+# (it stops the child), so they run in the other tiers only.
+run_logged tsan_unit "$gtest" "$TSAN_BUILD/tests/actorcc_unit_tests" --gtest_brief=1 \
+  --gtest_filter='-Bootstrap.ForkedChildExitsDespiteInheritedRoot:BootstrapLimits.AcceptFailureBacksOffInsteadOfSpinning'
 echo "== fault-injection suite under TSan"
 run_logged tsan_faults "$gtest|named rank" "$TSAN_BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
 echo "== bad-argument broadcast under TSan"

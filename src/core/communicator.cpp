@@ -105,19 +105,20 @@ struct Communicator::Impl {
   // disagreement fails on every rank, naming both, before any data moves.
   void check_matching(const CollArgs& a) {
     if (a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv) return;
-    const std::string mine = CallDesc::of(a).text();
-    std::string blob = mine;
+    std::string blob = CallDesc::of(a).text();
     if (a.coll == Collective::AllToAllV) {
       blob += '\n';
       for (int k = 0; k < ctx.world; ++k) blob += std::to_string(a.send_counts[k]) + " " + std::to_string(a.recv_counts[k]) + " ";
     }
     auto all = bootstrap->allgather(blob, Deadline::after(ctx.options.timeout));
+    const auto desc = [](const std::string& b) { return b.substr(0, b.find('\n')); };  // without the counts
+    const std::string first = desc(all[0]);
     std::vector<std::vector<size_t>> sends(all.size()), recvs(all.size());
     for (size_t r = 0; r < all.size(); ++r) {
-      const std::string theirs = all[r].substr(0, all[r].find('\n'));
-      if (theirs != all[0].substr(0, all[0].find('\n')))
-        throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " +
-                                  all[0].substr(0, all[0].find('\n')) + " but rank " + std::to_string(r) + " called " + theirs,
+      const std::string theirs = desc(all[r]);
+      if (theirs != first)
+        throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " + first + " but rank " +
+                                  std::to_string(r) + " called " + theirs,
                               ctx.rank);
       if (a.coll != Collective::AllToAllV) continue;
       std::istringstream is(all[r].substr(all[r].find('\n') + 1));

@@ -10,8 +10,8 @@ torch.distributed NCCL group, then all-reduce float32 tensors from 1K to 233M el
 and print the latency of each per size (mean over --iters back-to-back calls timed with CUDA
 events, the slowest rank's figure).
 
---no-ray runs the very same SweepWorker under a small process launcher that reproduces the
-actor traits: one process per GPU with CUDA_VISIBLE_DEVICES masked to that GPU (optionally
+--no-ray runs the very same SweepWorker under actorcc.launch, a process launcher that reproduces
+the actor traits: one process per GPU with CUDA_VISIBLE_DEVICES masked to that GPU (optionally
 permuted), started --stagger seconds apart, each joining as soon as it is up.
 """
 from __future__ import annotations

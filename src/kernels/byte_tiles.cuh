@@ -3,8 +3,9 @@
 // b + gridDim.x, ... Per tile: push(par, lo, n) writes this rank's bytes [lo, lo + n) into the
 // peers' slots of parity `par`; one flag exchange tells every peer and waits for theirs; then
 // pull(par, lo, n) copies what the peers wrote from this rank's own slots. The step number
-// advances once per tile on every rank alike, so a slot's parity is reused only after every
-// peer has flagged the step before it. A failed exchange (timeout, abort) ends the loop.
+// advances once per tile on every rank alike and the slots alternate parity by step, so a slot
+// is written again only after the exchange of the step between, which no peer flags before it
+// has pulled from that slot. A failed exchange (timeout, abort) ends the loop.
 #pragma once
 #include "kernels/primitives.cuh"
 

@@ -10,8 +10,8 @@ torch.distributed NCCL group, then all-reduce float32 tensors from 1K to 233M el
 and print the latency of each per size (mean over --iters back-to-back calls timed with CUDA
 events, the slowest rank's figure).
 
---no-ray runs the very same SweepWorker under a small process launcher that reproduces the
-actor traits: one process per GPU with CUDA_VISIBLE_DEVICES masked to that GPU (optionally
+--no-ray runs the very same SweepWorker under actorcc.launch, a process launcher that reproduces
+the actor traits: one process per GPU with CUDA_VISIBLE_DEVICES masked to that GPU (optionally
 permuted), started --stagger seconds apart, each joining as soon as it is up.
 """
 from __future__ import annotations
@@ -194,58 +194,29 @@ def run_ray(args, sizes):
 
 # ---- --no-ray mode: a launcher with the actor traits --------------------------------------
 
-def _proc_main(rank, world, uid, nccl_port, opts, conn):
-    try:
-        w = SweepWorker(rank, world)
-        w.join_actorcc(uid, opts["timeout"])
-        if not opts["no_nccl"]:
-            w.join_nccl("127.0.0.1", nccl_port)
-        res = w.run(opts["sizes"], opts["iters"], opts["warmup"], opts["large_iters"], not opts["no_nccl"])
-        w.shutdown()
-        conn.send(("ok", res))
-    except BaseException as e:  # noqa: BLE001
-        import traceback
-        conn.send(("err", f"rank {rank}: {e}\n{traceback.format_exc()}"))
+def _proc_main(rank, world, uid, nccl_port, opts):
+    w = SweepWorker(rank, world)
+    w.join_actorcc(uid, opts["timeout"])
+    if not opts["no_nccl"]:
+        w.join_nccl("127.0.0.1", nccl_port)
+    res = w.run(opts["sizes"], opts["iters"], opts["warmup"], opts["large_iters"], not opts["no_nccl"])
+    w.shutdown()
+    return res
 
 
 def run_no_ray(args, sizes):
-    import multiprocessing as mp
     import actorcc
-    ctx = mp.get_context("spawn")
-    n_gpus = args.gpus or args.world
-    order = list(range(n_gpus))
+    from actorcc.launch import run_per_gpu
+    order = list(range(args.gpus or args.world))
     if args.permute:
         order = order[::-1]
     uid = str(actorcc.UniqueId.create("127.0.0.1"))  # the root runs in the launcher ("driver")
-    port = free_port()
     opts = dict(sizes=sizes, iters=args.iters, warmup=args.warmup, large_iters=args.large_iters,
                 timeout=args.timeout, no_nccl=args.no_nccl)
-    procs, conns = [], []
-    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
-        for r in range(args.world):
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(order[r % n_gpus])  # one GPU per process, masked
-            a, b = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_proc_main, args=(r, args.world, uid, port, opts, b))
-            p.start()
-            procs.append(p)
-            conns.append(a)
-            if r < args.world - 1 and args.stagger > 0:
-                time.sleep(args.stagger)  # actors come up one by one
-    finally:
-        if saved is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = saved
-    results, errors = [], []
-    for c in conns:
-        kind, val = c.recv()
-        (results if kind == "ok" else errors).append(val)
-    for p in procs:
-        p.join()
-    if errors:
-        raise SystemExit("\n".join(errors))
-    return sorted(results, key=lambda r: r["rank"])
+        return run_per_gpu(_proc_main, args.world, (uid, free_port(), opts), devices=order, stagger=args.stagger)
+    except RuntimeError as e:
+        raise SystemExit(str(e))
 
 
 def main(argv=None):
@@ -268,12 +239,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     if args.world is None:
-        import subprocess
-        try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
-            args.world = max(1, len([line for line in out.splitlines() if line.startswith("GPU")]))
-        except (OSError, subprocess.CalledProcessError):
-            args.world = 2
+        from actorcc.launch import host_gpu_count
+        args.world = host_gpu_count(default=2)
     if args.sizes:
         sizes = [parse_count(s) for s in args.sizes.split(",")]
     else:

@@ -27,60 +27,56 @@ import sys
 import time
 
 
-def _rank_main(rank, world, uid, args, conn):
-    try:
-        import torch
-        import actorcc
-        torch.cuda.set_device(0)
-        comm = actorcc.Communicator(uid, rank, world, timeout=120)
-        n = args["bytes"] // 4
-        t = torch.zeros(n, dtype=torch.float32, device="cuda")
-        iters, warm = args["iters"], args["warmup"]
+def _rank_main(rank, world, uid, args):
+    import torch
+    import actorcc
+    torch.cuda.set_device(0)
+    comm = actorcc.Communicator(uid, rank, world, timeout=120)
+    n = args["bytes"] // 4
+    t = torch.zeros(n, dtype=torch.float32, device="cuda")
+    iters, warm = args["iters"], args["warmup"]
 
-        def timed(fn):
-            for _ in range(warm):
-                fn(t)
-            torch.cuda.synchronize()
-            comm.host_barrier()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            h0 = time.perf_counter()
-            for _ in range(iters):
-                fn(t)
-            h1 = time.perf_counter()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e3 / iters, (h1 - h0) * 1e6 / iters
+    def timed(fn):
+        for _ in range(warm):
+            fn(t)
+        torch.cuda.synchronize()
+        comm.host_barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        h0 = time.perf_counter()
+        for _ in range(iters):
+            fn(t)
+        h1 = time.perf_counter()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / iters, (h1 - h0) * 1e6 / iters
 
-        class DLPackOnly:
-            __slots__ = ("x",)
+    class DLPackOnly:
+        __slots__ = ("x",)
 
-            def __init__(self, x):
-                self.x = x
+        def __init__(self, x):
+            self.x = x
 
-            def __dlpack__(self, *a, **k):
-                return self.x.__dlpack__(*a, **k)
+        def __dlpack__(self, *a, **k):
+            return self.x.__dlpack__(*a, **k)
 
-            def __dlpack_device__(self):
-                return self.x.__dlpack_device__()
+        def __dlpack_device__(self):
+            return self.x.__dlpack_device__()
 
-        stream = torch.cuda.current_stream().cuda_stream
-        wrapped = DLPackOnly(t)
-        reps = []
-        for _ in range(args["repeats"]):
-            lat, issue = timed(comm.all_reduce)
-            _, dl_issue = timed(lambda x: comm.all_reduce(wrapped, stream=stream))
-            reps.append((lat, issue, dl_issue))
-        best = min(reps)  # the least disturbed repetition
-        res = {"rank": rank, "latency_us": best[0], "issue_us": best[1], "dlpack_issue_us": best[2],
-               "latency_all": [r[0] for r in reps], "backend": comm.backend,
-               "plan": comm.plan("all_reduce", args["bytes"]),
-               "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
-        comm.close()
-        conn.send(("ok", res))
-    except BaseException as e:  # noqa: BLE001
-        import traceback
-        conn.send(("err", f"rank {rank}: {e}\n{traceback.format_exc()}"))
+    stream = torch.cuda.current_stream().cuda_stream
+    wrapped = DLPackOnly(t)
+    reps = []
+    for _ in range(args["repeats"]):
+        lat, issue = timed(comm.all_reduce)
+        _, dl_issue = timed(lambda x: comm.all_reduce(wrapped, stream=stream))
+        reps.append((lat, issue, dl_issue))
+    best = min(reps)  # the least disturbed repetition
+    res = {"rank": rank, "latency_us": best[0], "issue_us": best[1], "dlpack_issue_us": best[2],
+           "latency_all": [r[0] for r in reps], "backend": comm.backend,
+           "plan": comm.plan("all_reduce", args["bytes"]),
+           "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    comm.close()
+    return res
 
 
 def run_cpp_bench(a):
@@ -115,38 +111,17 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
 
-    import multiprocessing as mp
     import actorcc
+    from actorcc.launch import host_gpu_count, run_per_gpu
     if a.world is None:
-        import subprocess
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-        a.world = max(1, sum(1 for line in out.splitlines() if line.startswith("GPU")))
-    ctx = mp.get_context("spawn")
+        a.world = host_gpu_count()
     uid = str(actorcc.UniqueId.create("127.0.0.1"))
     args = {"bytes": a.bytes, "iters": a.iters, "warmup": a.warmup, "repeats": a.repeats}
-    procs, conns = [], []
-    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-    for r in range(a.world):
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(r)
-        rd, wr = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_rank_main, args=(r, a.world, uid, args, wr))
-        p.start()
-        procs.append(p)
-        conns.append(rd)
-    if saved is None:
-        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    else:
-        os.environ["CUDA_VISIBLE_DEVICES"] = saved
-    results, errors = [], []
-    for c in conns:
-        kind, val = c.recv()
-        (results if kind == "ok" else errors).append(val)
-    for p in procs:
-        p.join()
-    if errors:
-        print("\n".join(errors), file=sys.stderr)
+    try:
+        results = run_per_gpu(_rank_main, a.world, (uid, args))
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
         return 2
-    results.sort(key=lambda r: r["rank"])
     for r in results:
         print(f"rank {r['rank']} (CUDA_VISIBLE_DEVICES={r['visible']}, {r['backend']}, {r['plan']}): "
               f"latency {r['latency_us']:.2f} us  issue {r['issue_us']:.2f} us  "

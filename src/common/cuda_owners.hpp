@@ -100,38 +100,37 @@ class DeviceBuffer {
   void* p_ = nullptr;
 };
 
-// A CUDA event (no timing unless asked for).
-class Event {
+// Owns one CUDA runtime handle (cudaEvent_t, cudaStream_t: pointers to opaque structs), made
+// by Create(&h, flags) and released by Destroy(h) when the owner goes.
+template <typename Handle, auto Create, auto Destroy>
+class RuntimeHandle {
  public:
-  explicit Event(unsigned flags = cudaEventDisableTiming) {
-    cudaEvent_t e = nullptr;
-    check(cudaEventCreateWithFlags(&e, flags), "cudaEventCreate");
-    e_.reset(e);
+  Handle get() const { return h_.get(); }
+
+ protected:
+  RuntimeHandle(unsigned flags, std::string_view what) {
+    Handle h = nullptr;
+    check(Create(&h, flags), what);
+    h_.reset(h);
   }
-  cudaEvent_t get() const { return e_.get(); }
 
  private:
-  struct Destroy {
-    void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+  struct Release {
+    void operator()(Handle h) const { Destroy(h); }
   };
-  std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, Destroy> e_;
+  std::unique_ptr<std::remove_pointer_t<Handle>, Release> h_;
+};
+
+// A CUDA event (no timing unless asked for).
+class Event : public RuntimeHandle<cudaEvent_t, cudaEventCreateWithFlags, cudaEventDestroy> {
+ public:
+  explicit Event(unsigned flags = cudaEventDisableTiming) : RuntimeHandle(flags, "cudaEventCreate") {}
 };
 
 // A non-blocking CUDA stream (it never waits for the legacy default stream), on the current device.
-class Stream {
+class Stream : public RuntimeHandle<cudaStream_t, cudaStreamCreateWithFlags, cudaStreamDestroy> {
  public:
-  Stream() {
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-    s_.reset(s);
-  }
-  cudaStream_t get() const { return s_.get(); }
-
- private:
-  struct Destroy {
-    void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
-  };
-  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, Destroy> s_;
+  Stream() : RuntimeHandle(cudaStreamNonBlocking, "cudaStreamCreate") {}
 };
 
 }  // namespace actorcc::cuda_rt

@@ -51,6 +51,13 @@ struct GroupContext {
   // Empty for the whole group. Errors name global_rank(r), the rank the user knows.
   std::vector<int> members;
   int global_rank(int r) const { return members.empty() || r < 0 || r >= static_cast<int>(members.size()) ? r : members[r]; }
+  // Tells every rank that the group is broken, with `why` (their pending and later calls
+  // raise it), unless it is already aborted: a rank that fails because of an abort must not
+  // answer it with one of its own, which would replace the culprit's reason at the ranks that
+  // have not heard it yet.
+  void abort_group(const std::string& why) const {
+    if (!abort->raised()) bootstrap->abort(why);
+  }
 };
 
 }  // namespace actorcc

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "actorcc/actorcc.hpp"
+#include "launch_env.hpp"
 
 using namespace actorcc;
 using Clock = std::chrono::steady_clock;
@@ -167,17 +168,11 @@ void run_matrix(Communicator& c) {
 
 int main(int argc, char** argv) {
   g_case = argc > 1 ? argv[1] : "";
-  const char* r = std::getenv("ACTORCC_TEST_RANK");
-  const char* w = std::getenv("ACTORCC_TEST_WORLD");
-  const char* ids = std::getenv("ACTORCC_TEST_IDS");
-  if (!r || !w || !ids) {
-    std::fprintf(stderr, "run under gpu_launch (ACTORCC_TEST_RANK/_WORLD/_IDS)\n");
-    return 2;
-  }
-  g_rank = std::atoi(r);
-  g_world = std::atoi(w);
-  std::string id(ids);
-  id = id.substr(0, id.find(','));
+  const auto launched = gpu_launch::worker_env("gpu_async_errors");
+  if (!launched) return 2;
+  g_rank = launched->rank;
+  g_world = launched->world;
+  const std::string id = launched->ids.front();
   const int culprit = g_world - 1;
   try {
     ck(cudaSetDevice(0), "cudaSetDevice");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "actorcc/actorcc.hpp"
+#include "launch_env.hpp"
 
 extern char** environ;
 
@@ -56,16 +57,16 @@ int main(int argc, char** argv) {
     // The launcher's own words replace any inherited ones; other ACTORCC_TEST_* settings
     // (ACTORCC_TEST_TUNE_ONLY) pass through.
     auto ours = [](const char* e) {
-      for (const char* k : {"CUDA_VISIBLE_DEVICES=", "ACTORCC_TEST_RANK=", "ACTORCC_TEST_WORLD=", "ACTORCC_TEST_IDS="})
-        if (std::strncmp(e, k, std::strlen(k)) == 0) return true;
+      for (const char* k : {"CUDA_VISIBLE_DEVICES", gpu_launch::kRank, gpu_launch::kWorld, gpu_launch::kIds})
+        if (std::strncmp(e, k, std::strlen(k)) == 0 && e[std::strlen(k)] == '=') return true;
       return false;
     };
     for (char** e = environ; *e; ++e)
       if (!ours(*e)) env.push_back(*e);
     env.push_back("CUDA_VISIBLE_DEVICES=" + devices[r]);
-    env.push_back("ACTORCC_TEST_RANK=" + std::to_string(r));
-    env.push_back("ACTORCC_TEST_WORLD=" + std::to_string(world));
-    env.push_back("ACTORCC_TEST_IDS=" + ids);
+    env.push_back(std::string(gpu_launch::kRank) + "=" + std::to_string(r));
+    env.push_back(std::string(gpu_launch::kWorld) + "=" + std::to_string(world));
+    env.push_back(std::string(gpu_launch::kIds) + "=" + ids);
     std::vector<char*> envp, args;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);

@@ -18,29 +18,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "failures.hpp"
+#include "launch_env.hpp"
 #include "matrix.hpp"
 #include "stall.hpp"
 #include "timing.hpp"
 #include "worker.hpp"
 
 using namespace gw;
-
-namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(x);
-  return v;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false, do_bench = true, bench_only = false, timeout_test = false, stall = false, reg_only = false;
@@ -65,18 +53,13 @@ int main(int argc, char** argv) {
     }
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines survive a kill by the caller's timeout
-  const char* r = std::getenv("ACTORCC_TEST_RANK");
-  const char* w = std::getenv("ACTORCC_TEST_WORLD");
-  const char* ids_env = std::getenv("ACTORCC_TEST_IDS");
-  if (!r || !w || !ids_env) {
-    std::fprintf(stderr, "gpu_worker must be started by gpu_launch\n");
-    return 2;
-  }
-  g_rank = std::atoi(r);
-  g_world = std::atoi(w);
+  const auto launched = gpu_launch::worker_env("gpu_worker");
+  if (!launched) return 2;
+  g_rank = launched->rank;
+  g_world = launched->world;
   if (const char* k = std::getenv("ACTORCC_TEST_SAMPLE")) g_sample = std::max(1L, std::atol(k));
   if (g_shared_gpu) setenv("ACTORCC_CUDA_SHARE_GPU", "1", 1);
-  const auto ids = split(ids_env);
+  const auto& ids = launched->ids;
   set_comm_ids(ids);
   // The ids' tokens are random and the same on every rank: a fresh seed per run that every
   // rank agrees on without an exchange.

@@ -3,7 +3,7 @@
 // its own place in the output (unless in place), flags, waits for the peers' tiles and copies
 // them from the local slots to their places in the output.
 #include "algorithms/cuda/launch.hpp"
-#include "kernels/primitives.cuh"
+#include "kernels/byte_tiles.cuh"
 
 namespace actorcc::cuda {
 namespace {
@@ -14,32 +14,27 @@ __global__ void __launch_bounds__(512) allgather_kernel(DeviceComm c, const char
   const int b = blockIdx.x, me = c.rank, W = c.world;
   const bool vec = aligned16(in) && aligned16(out) && nbytes % 16 == 0;
   char* own_out = out + me * nbytes;
-  for (size_t t = b; t < ntiles; t += gridDim.x) {
-    const int par = static_cast<int>(st.s & 1);
-    const size_t lo = t * tile, n = min(tile, nbytes - lo);
-    for (int k = 1; k < W; ++k) {
-      const int q = peer_after(c, k);
-      copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
-    }
-    if (own_out != in) copy_bytes(own_out + lo, in + lo, n, vec, false);
-    if (!exchange(c, st, 0, coll)) break;
-    for (int k = 1; k < W; ++k) {
-      const int q = peer_after(c, k);
-      copy_bytes(out + q * nbytes + lo, data_slot(c, me, par, b, 0, q), n, vec, true);
-    }
-    ++st.s;
-    __syncthreads();
-  }
-  end_steps(c, st);
+  byte_tile_steps(
+      c, st, nbytes, tile, ntiles, coll,
+      [&](int par, size_t lo, size_t n) {
+        for (int k = 1; k < W; ++k) {
+          const int q = peer_after(c, k);
+          copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
+        }
+        if (own_out != in) copy_bytes(own_out + lo, in + lo, n, vec, false);
+      },
+      [&](int par, size_t lo, size_t n) {
+        for (int k = 1; k < W; ++k) {
+          const int q = peer_after(c, k);
+          copy_bytes(out + q * nbytes + lo, data_slot(c, me, par, b, 0, q), n, vec, true);
+        }
+      });
 }
 
 }  // namespace
 
 cudaError_t allgather_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  const size_t nbytes = a.count * dtype_bytes(a.dtype);
-  const TilePlan p = plan_byte_tiles(nbytes, c, t);
-  return launch_kernel(allgather_kernel, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
-                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, p.tile, p.ntiles, a.coll);
+  return launch_byte_tiles(allgather_kernel, c, t, a);
 }
 
 }  // namespace actorcc::cuda

@@ -3,7 +3,7 @@
 // the root from running two steps ahead of a slow peer, which the slot reuse rule needs);
 // non-roots copy the tile from their local slot to the output.
 #include "algorithms/cuda/launch.hpp"
-#include "kernels/primitives.cuh"
+#include "kernels/byte_tiles.cuh"
 
 namespace actorcc::cuda {
 namespace {
@@ -13,32 +13,25 @@ __global__ void __launch_bounds__(512) broadcast_kernel(DeviceComm c, const char
   Step st = begin_steps(c);
   const int b = blockIdx.x, me = c.rank, W = c.world;
   const bool vec = (me != root || aligned16(in)) && aligned16(out);
-  for (size_t t = b; t < ntiles; t += gridDim.x) {
-    const int par = static_cast<int>(st.s & 1);
-    const size_t lo = t * tile, n = min(tile, nbytes - lo);
-    if (me == root) {
-      for (int k = 1; k < W; ++k) {
-        const int q = peer_after(c, k);
-        copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
-      }
-      if (out != in) copy_bytes(out + lo, in + lo, n, vec, false);
-    }
-    if (!exchange(c, st, 0, coll)) break;
-    if (me != root) copy_bytes(out + lo, data_slot(c, me, par, b, 0, root), n, vec, true);
-    ++st.s;
-    __syncthreads();
-  }
-  end_steps(c, st);
+  byte_tile_steps(
+      c, st, nbytes, tile, ntiles, coll,
+      [&](int par, size_t lo, size_t n) {
+        if (me != root) return;
+        for (int k = 1; k < W; ++k) {
+          const int q = peer_after(c, k);
+          copy_bytes(data_slot(c, q, par, b, 0, me), in + lo, n, vec, false);
+        }
+        if (out != in) copy_bytes(out + lo, in + lo, n, vec, false);
+      },
+      [&](int par, size_t lo, size_t n) {
+        if (me != root) copy_bytes(out + lo, data_slot(c, me, par, b, 0, root), n, vec, true);
+      });
 }
 
 }  // namespace
 
 cudaError_t broadcast_push(const DeviceComm& c, const Tuning& t, const CallArgs& a) {
-  const size_t nbytes = a.count * dtype_bytes(a.dtype);
-  const TilePlan p = plan_byte_tiles(nbytes, c, t);
-  return launch_kernel(broadcast_kernel, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
-                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, p.tile, p.ntiles, a.root,
-                       a.coll);
+  return launch_byte_tiles(broadcast_kernel, c, t, a, a.root);
 }
 
 }  // namespace actorcc::cuda

@@ -111,4 +111,16 @@ inline TilePlan plan_byte_tiles(size_t nbytes, const DeviceComm& c, const Tuning
   return {tile, ntiles, std::min<size_t>(ntiles, c.data_blocks)};
 }
 
+// Launches a byte-tile kernel (kernels/byte_tiles.cuh) over the call's whole message, cut by
+// plan_byte_tiles: kernel(c, send, recv, nbytes, tile, ntiles, extra..., coll).
+template <typename... KArgs, typename... Extra>
+cudaError_t launch_byte_tiles(void (*kernel)(KArgs...), const DeviceComm& c, const Tuning& t, const CallArgs& a,
+                              Extra... extra) {
+  const size_t nbytes = a.count * dtype_bytes(a.dtype);
+  const TilePlan p = plan_byte_tiles(nbytes, c, t);
+  return launch_kernel(kernel, static_cast<unsigned>(p.blocks), t.threads, t, a.stream, c,
+                       static_cast<const char*>(a.send), static_cast<char*>(a.recv), nbytes, p.tile, p.ntiles, extra...,
+                       a.coll);
+}
+
 }  // namespace actorcc::cuda

@@ -67,7 +67,7 @@ class CpuHierBackend final : public BackendImpl {
   // the bootstrap (a cut link may leave them waiting on a rail until their own timeout).
   void fail_group(const std::string& why) {
     std::lock_guard<std::mutex> l(fail_mu_);  // the helper thread and this one may both fail
-    if (!ctx_.abort->raised()) ctx_.bootstrap->abort(why);
+    ctx_.abort_group(why);
   }
 
   GroupContext& ctx_;

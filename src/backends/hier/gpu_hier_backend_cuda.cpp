@@ -96,7 +96,7 @@ class GpuHierBackend final : public BackendImpl {
     } catch (const Error& e) {
       // A step that failed leaves the group mid-collective: poison it for everyone, with the
       // cause (the node's kernels stop on the abort word, the rails through ncclCommAbort).
-      if (!ctx_.abort->raised()) ctx_.bootstrap->abort(e.what());
+      ctx_.abort_group(e.what());
       throw;
     }
   }

@@ -51,7 +51,7 @@ std::shared_ptr<NcclGroup> NcclGroup::join(GroupContext& ctx, const std::vector<
   try {
     g->comm_ = g->lib_->init_rank(static_cast<int>(members.size()), ready.text(members.front()), g->nccl_rank_, wait);
   } catch (const std::exception& e) {
-    if (!ctx.abort->raised()) ctx.bootstrap->abort("NCCL setup of " + g->what_ + " failed: " + e.what());
+    ctx.abort_group("NCCL setup of " + g->what_ + " failed: " + e.what());
     throw;
   }
   // The watch is stopped first in the destructor, so its thread may use the group directly.

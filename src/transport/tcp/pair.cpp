@@ -50,7 +50,7 @@ class Transfers {
       for (auto& [key, q] : queues_) {
         Pair* const pair = key.first;  // plain names: lambdas may not capture structured bindings (clang)
         const bool send = key.second;
-        while (q.head < q.items.size() && (send ? progress_send(q.items[q.head]) : progress_recv(q.items[q.head]))) ++q.head;
+        while (q.head < q.items.size() && progress(q.items[q.head])) ++q.head;
         if (q.head == q.items.size()) continue;
         open = true;
         const short ev = send ? POLLOUT : POLLIN;
@@ -82,44 +82,27 @@ class Transfers {
   std::vector<size_t>& queue(Pair* p, bool send) { return queues_[{p, send}].items; }
   bool finished(size_t i) const { return st_[i].done == kHdr + xs_[i].bytes; }
 
-  // Moves what the socket takes now; true when message `i` is complete.
-  bool progress_send(size_t i) {
+  // Moves what the socket takes (a send) or gives (a recv) now: the header, then the payload,
+  // in as many pieces as the socket allows. True when message `i` is complete, false when the
+  // socket would block; a received header is checked before a byte of its payload is read.
+  bool progress(size_t i) {
     const Transfer& x = xs_[i];
     State& s = st_[i];
-    const auto* data = static_cast<const uint8_t*>(x.data);
-    while (!finished(i)) {
-      const uint8_t* p = s.done < kHdr ? s.hdr.data() + s.done : data + (s.done - kHdr);
-      size_t n = s.done < kHdr ? kHdr - s.done : x.bytes - (s.done - kHdr);
-      // MSG_NOSIGNAL: a vanished peer gives EPIPE here rather than SIGPIPE to the process.
-      ssize_t k = ::send(x.pair->fd(), p, n, MSG_NOSIGNAL);
-      if (k > 0) {
-        s.done += static_cast<size_t>(k);
-        continue;
-      }
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-      lost(*x.pair, "sending", k < 0 ? std::strerror(errno) : "connection closed");
-    }
-    return true;
-  }
-
-  bool progress_recv(size_t i) {
-    const Transfer& x = xs_[i];
-    State& s = st_[i];
-    auto* data = static_cast<uint8_t*>(x.data);
+    auto* data = static_cast<uint8_t*>(x.data);  // only read when sending
     while (!finished(i)) {
       uint8_t* p = s.done < kHdr ? s.hdr.data() + s.done : data + (s.done - kHdr);
       size_t n = s.done < kHdr ? kHdr - s.done : x.bytes - (s.done - kHdr);
-      ssize_t k = ::recv(x.pair->fd(), p, n, 0);
+      // MSG_NOSIGNAL: a vanished peer gives EPIPE here rather than SIGPIPE to the process.
+      ssize_t k = x.send ? ::send(x.pair->fd(), p, n, MSG_NOSIGNAL) : ::recv(x.pair->fd(), p, n, 0);
       if (k > 0) {
-        bool header_now = s.done < kHdr && s.done + static_cast<size_t>(k) == kHdr;
+        bool header_now = !x.send && s.done < kHdr && s.done + static_cast<size_t>(k) == kHdr;
         s.done += static_cast<size_t>(k);
         if (header_now) check_header(i);
         continue;
       }
       if (k < 0 && errno == EINTR) continue;
       if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-      lost(*x.pair, "receiving", k < 0 ? std::strerror(errno) : "connection closed");
+      lost(*x.pair, x.send ? "sending" : "receiving", k < 0 ? std::strerror(errno) : "connection closed");
     }
     return true;
   }

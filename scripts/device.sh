@@ -43,7 +43,8 @@
 #               only one is lent): a rank that stops calling (stall), closes its communicator
 #               (leave), aborts (abort), is SIGKILLed (kill) while the other's kernel waits for
 #               it; the other must raise from check(), synchronize() and its next call, naming
-#               it, within ~1.5 s of its kernel's timeout (abort, kill: ~1 s). ~30 s
+#               it, within ~1.5 s of its kernel's timeout (stall) or within 3 s under a 30 s
+#               timeout (leave, abort, kill). ~30 s
 #   sanitize    compute-sanitizer over gpu_async_errors' exact collective matrix: memcheck on 1
 #               rank (copy kernels), memcheck and racecheck on 2 ranks sharing GPU 0 (the NVLink
 #               routes). <= 55 s

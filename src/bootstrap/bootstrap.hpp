@@ -5,6 +5,7 @@
 // root itself vanishing raises the AbortSignal with the culprit's rank.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,19 @@ class Bootstrap {
 
   // Tells every other rank (through the root) that this rank aborts; raises locally too.
   virtual void abort(const std::string& reason) = 0;
+
+  // A clean leave of another rank, as the root reports it: `rank` closed its communicator
+  // after issuing `collectives` collective calls, so any later collective call of the group
+  // can never complete.
+  struct Departure {
+    int rank = -1;
+    uint64_t collectives = 0;
+  };
+  // `listener` runs on the bootstrap's reader thread for every departure, those reported
+  // before this call included (replayed at once). One listener; it must outlive the bootstrap.
+  virtual void on_departure(std::function<void(const Departure&)> listener) = 0;
+  // The count this rank's own clean leave reports (its communicator sets it before it goes).
+  virtual void set_collectives(uint64_t n) = 0;
 };
 
 // Root server side (used by UniqueId::create and by rank 0 of Communicator::from_address).

@@ -166,7 +166,8 @@ BootstrapClient::~BootstrapClient() {
   closing_.store(true, std::memory_order_release);
   if (!dropped_) {
     std::lock_guard<std::mutex> g(send_mu_);
-    wire::send_message(fd_.get(), wire::Bye{}, Deadline::after(kByeTimeout));  // best effort
+    wire::send_message(fd_.get(), wire::Bye{collectives_.load(std::memory_order_relaxed)},
+                       Deadline::after(kByeTimeout));  // best effort
   }
   // shutdown() wakes the reader's poll/recv with EOF; close happens when fd_ is destroyed,
   // after the join, so the reader never touches a recycled descriptor.
@@ -210,6 +211,10 @@ void BootstrapClient::read_loop() {
       abort_->raise(a->rank, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
       abort_->raise(p->rank, ErrorCode::Remote, p->reason);
+    } else if (auto* l = std::get_if<wire::PeerLeft>(&m)) {
+      std::lock_guard<std::mutex> g(departures_mu_);
+      departures_.push_back({l->rank, l->collectives});
+      if (listener_) listener_(departures_.back());
     } else if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
       abort_->raise(-1, ErrorCode::Timeout, j->reason);
     } else {
@@ -217,6 +222,12 @@ void BootstrapClient::read_loop() {
                                << " from the root");
     }
   }
+}
+
+void BootstrapClient::on_departure(std::function<void(const Departure&)> listener) {
+  std::lock_guard<std::mutex> g(departures_mu_);
+  listener_ = std::move(listener);
+  for (const auto& d : departures_) listener_(d);
 }
 
 void BootstrapClient::fail_root_lost(const std::string& why) {

@@ -37,6 +37,8 @@ class BootstrapClient final : public Bootstrap {
   std::vector<std::string> allgather(const std::string& blob, Deadline deadline) override;
   void barrier(Deadline deadline) override;
   void abort(const std::string& reason) override;
+  void on_departure(std::function<void(const Departure&)> listener) override;
+  void set_collectives(uint64_t n) override { collectives_.store(n, std::memory_order_relaxed); }
 
   // Test hook: drops the connection the way a crashed process would (no BYE), so the other
   // ranks' failure detection can be tested inside one process.
@@ -56,6 +58,10 @@ class BootstrapClient final : public Bootstrap {
   const int root_rank_;  // rank hosting the root (0 on the from_address path), else -1
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   std::mutex send_mu_;  // one frame at a time, sequence numbers in send order
+  std::mutex departures_mu_;  // departures_ and listener_, between the reader and the owner
+  std::vector<Departure> departures_;
+  std::function<void(const Departure&)> listener_;
+  std::atomic<uint64_t> collectives_{0};  // for this rank's BYE
   uint64_t next_seq_ = 0;
   bool abort_sent_ = false;
   std::atomic<bool> closing_{false};

@@ -85,7 +85,7 @@ void RootServer::Impl::on_abort(Conn& c, const wire::Abort& a) {
   broadcast(fwd, &c);
 }
 
-void RootServer::Impl::on_bye(Conn& c) {
+void RootServer::Impl::on_bye(Conn& c, const wire::Bye& b) {
   if (c.rank < 0) {
     c.state = Conn::State::Dead;
     return;
@@ -99,6 +99,9 @@ void RootServer::Impl::on_bye(Conn& c) {
   const int leaver = c.rank;
   detach_rank(c);
   c.state = Conn::State::Dead;  // nothing more to say to it
+  // Everyone still here learns of it at once: a GPU kernel or a later call that waits for the
+  // leaver must fail now, naming it, not at its timeout. The count says which calls those are.
+  broadcast(wire::PeerLeft{leaver, b.collectives});
   // An allgather it has not sent can never complete: tell the ranks already waiting in it.
   fail_unfinishable(leaver);
 }
@@ -170,7 +173,7 @@ void RootServer::Impl::dispatch(Conn& c, wire::Message&& m) {
         else if constexpr (std::is_same_v<T, wire::Allgather>) on_allgather(c, x);
         else if constexpr (std::is_same_v<T, wire::Status>) on_status(c, x);
         else if constexpr (std::is_same_v<T, wire::Abort>) on_abort(c, x);
-        else if constexpr (std::is_same_v<T, wire::Bye>) on_bye(c);
+        else if constexpr (std::is_same_v<T, wire::Bye>) on_bye(c, x);
         else mark_broken(c, std::string("sent ") + wire::to_string(wire::type_of(m)) + ", which only the root sends");
       },
       m);

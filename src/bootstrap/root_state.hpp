@@ -184,7 +184,7 @@ struct RootServer::Impl {
   void on_allgather(Conn& c, const wire::Allgather& a);
   void on_status(Conn& c, const wire::Status& s);
   void on_abort(Conn& c, const wire::Abort& a);
-  void on_bye(Conn& c);
+  void on_bye(Conn& c, const wire::Bye& b);
   // Allgathers that wait for `leaver` (which left cleanly) fail now, naming it; later ones
   // fail as they are called (on_allgather).
   void fail_unfinishable(int leaver);

@@ -122,13 +122,17 @@ void put_payload(Writer& w, const PeerLost& m) {
   w.str(m.reason);
 }
 void put_payload(Writer& w, const JoinFailed& m) { w.str(m.reason); }
-void put_payload(Writer&, const Bye&) {}
+void put_payload(Writer& w, const Bye& m) { w.u64(m.collectives); }
 void put_payload(Writer& w, const Status& m) { w.u64(m.seq); }
 void put_payload(Writer& w, const StatusReply& m) {
   w.u64(m.seq);
   w.u32(static_cast<uint32_t>(m.missing.size()));
   for (int32_t r : m.missing) w.i32(r);
   w.str(m.text);
+}
+void put_payload(Writer& w, const PeerLeft& m) {
+  w.i32(m.rank);
+  w.u64(m.collectives);
 }
 
 }  // namespace
@@ -146,6 +150,7 @@ const char* to_string(MsgType t) {
     case MsgType::Bye: return "BYE";
     case MsgType::Status: return "STATUS";
     case MsgType::StatusReply: return "STATUS_REPLY";
+    case MsgType::PeerLeft: return "PEER_LEFT";
   }
   return "UNKNOWN";
 }
@@ -185,7 +190,7 @@ Header decode_header(const void* data, size_t n, uint32_t max_payload) {
     throw WireError("frame version " + std::to_string(h.version) + " is not supported (this build speaks " +
                     std::to_string(kFrameVersion) + ")");
   uint16_t t = r.u16();
-  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::StatusReply))
+  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::PeerLeft))
     throw WireError("unknown frame type " + std::to_string(t));
   h.type = static_cast<MsgType>(t);
   h.length = r.u32();
@@ -243,7 +248,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
       break;
     }
     case MsgType::JoinFailed: out = JoinFailed{r.str()}; break;
-    case MsgType::Bye: out = Bye{}; break;
+    case MsgType::Bye: out = Bye{r.u64()}; break;
     case MsgType::Status: out = Status{r.u64()}; break;
     case MsgType::StatusReply: {
       StatusReply m;
@@ -252,6 +257,13 @@ Message decode_payload(MsgType type, std::string_view payload) {
       m.missing.reserve(n);
       for (uint32_t i = 0; i < n; ++i) m.missing.push_back(r.i32());
       m.text = r.str();
+      out = std::move(m);
+      break;
+    }
+    case MsgType::PeerLeft: {
+      PeerLeft m;
+      m.rank = r.i32();
+      m.collectives = r.u64();
       out = std::move(m);
       break;
     }

@@ -21,7 +21,7 @@
 namespace actorcc::wire {
 
 constexpr uint32_t kFrameMagic = 0x41435443;  // "CTCA" on the wire: actorcc control
-constexpr uint16_t kFrameVersion = 1;
+constexpr uint16_t kFrameVersion = 2;  // 2: BYE carries a count, PEER_LEFT
 constexpr uint32_t kProtocolVersion = 1;  // bump when message meaning changes
 constexpr size_t kHeaderBytes = 12;
 // Bootstrap blobs are peer descriptors (a few KiB); anything near this bound is garbage.
@@ -49,6 +49,7 @@ enum class MsgType : uint16_t {
   Bye = 9,
   Status = 10,       // client -> root: who has not arrived at allgather `seq`?
   StatusReply = 11,  // root -> client: the answer, for a timeout message
+  PeerLeft = 12,     // root -> client: a rank closed its communicator (after a BYE)
 };
 const char* to_string(MsgType t);
 
@@ -97,7 +98,10 @@ struct JoinFailed {
   std::string reason;
   bool operator==(const JoinFailed&) const = default;
 };
+// A clean leave. `collectives`: how many collective calls the leaver issued on the group, so
+// the others know which of their calls it never joined (those can never complete).
 struct Bye {
+  uint64_t collectives = 0;
   bool operator==(const Bye&) const = default;
 };
 struct Status {
@@ -111,9 +115,15 @@ struct StatusReply {
   bool operator==(const StatusReply&) const = default;
 };
 
+struct PeerLeft {
+  int32_t rank = -1;
+  uint64_t collectives = 0;  // from its BYE
+  bool operator==(const PeerLeft&) const = default;
+};
+
 // Alternative order matches MsgType - 1.
 using Message = std::variant<Hello, Welcome, Reject, Allgather, AllgatherResult, Abort, PeerLost, JoinFailed, Bye,
-                             Status, StatusReply>;
+                             Status, StatusReply, PeerLeft>;
 MsgType type_of(const Message& m);
 
 struct Header {

@@ -3,8 +3,11 @@
 #include "actorcc/communicator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -87,11 +90,65 @@ struct Communicator::Impl {
   std::unique_ptr<Bootstrap> bootstrap;
   GroupContext ctx;
   std::unique_ptr<BackendImpl> backend;
-  uint64_t calls = 0;
+  // Collective calls issued (validated and handed to the backend), and for each rank that
+  // closed its communicator, how many it had issued: every collective call past that count
+  // needs a rank that is gone. Written by calls and by the bootstrap's reader thread.
+  std::atomic<uint64_t> collectives{0};
+  std::mutex left_mu;
+  std::vector<std::optional<uint64_t>> left_after;
 
   ~Impl() {
-    backend.reset();    // backends may still use the bootstrap while tearing down
-    bootstrap.reset();  // says goodbye to the root
+    backend.reset();  // backends may still use the bootstrap while tearing down
+    if (bootstrap) {
+      bootstrap->set_collectives(collectives.load());
+      bootstrap.reset();  // says goodbye to the root (and stops the departure listener)
+    }
+  }
+
+  static std::string left_text(int who, uint64_t after, uint64_t call) {
+    return "rank " + std::to_string(who) + " closed the communicator after " + std::to_string(after) +
+           " collective call(s); this rank's collective call " + std::to_string(call) + " needs it";
+  }
+
+  // The reader thread's news of a clean leave. A collective this rank has already issued past
+  // the leaver's count (a GPU kernel waiting for it, a CPU call in its wait) can never finish:
+  // the group's abort ends it now, naming the leaver, instead of its timeout. Calls issued
+  // later fail in enter(). The counter's seq_cst order against enter()'s makes one of the two
+  // see the other.
+  void on_departure(const Bootstrap::Departure& d) {
+    if (d.rank < 0 || d.rank >= ctx.world) return;
+    {
+      std::lock_guard<std::mutex> g(left_mu);
+      left_after[d.rank] = d.collectives;
+    }
+    const uint64_t issued = collectives.load();
+    if (issued > d.collectives)
+      abort->raise(d.rank, ErrorCode::Remote, left_text(d.rank, d.collectives, d.collectives + 1));
+  }
+
+  // Counts a collective call and refuses one that needs a rank that has left (every later
+  // collective does). Refused here, not aborted: every rank refuses the same calls by the same
+  // rule, and an abort would also cut short the point-to-point calls still running between
+  // the others, which may go on; a call to or from the leaver fails the same way.
+  void enter(const CollArgs& a) {
+    const bool p2p = a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv;
+    if (!p2p) {
+      const uint64_t k = collectives.fetch_add(1) + 1;
+      std::lock_guard<std::mutex> g(left_mu);
+      for (int r = 0; r < ctx.world; ++r)
+        if (left_after[r] && k > *left_after[r])
+          throw RemoteError(left_text(r, *left_after[r], k), r, ctx.rank);
+      return;
+    }
+    std::lock_guard<std::mutex> g(left_mu);
+    auto refuse_peer = [&](int peer) {
+      if (peer >= 0 && peer < ctx.world && left_after[peer])
+        throw RemoteError("rank " + std::to_string(peer) + " closed the communicator; a " +
+                              std::string(to_string(a.coll)) + " with it cannot complete",
+                          peer, ctx.rank);
+    };
+    if (a.coll != Collective::SendRecv) return refuse_peer(a.peer);
+    for (size_t i = 0; i < a.num_ops; ++i) refuse_peer(a.ops[i].peer);
   }
 
   void check_usable() const { abort->throw_if_raised(); }
@@ -151,7 +208,7 @@ struct Communicator::Impl {
     try {
       validate_args(a, ctx.rank, ctx.world);
       if (ctx.options.checked) check_matching(a);
-      ++calls;
+      enter(a);
       backend->run(a);
     } catch (const InvalidArgument& e) {
       refuse(e);
@@ -195,6 +252,9 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   ctx.id = id;
   ctx.bootstrap = impl->bootstrap.get();
   ctx.abort = impl->abort;
+  impl->left_after.assign(world, std::nullopt);
+  Communicator::Impl* self_impl = impl.get();  // the bootstrap (and its reader thread) goes before *impl's members
+  impl->bootstrap->on_departure([self_impl](const Bootstrap::Departure& d) { self_impl->on_departure(d); });
 
   // Backend choice is a group decision: Auto means CUDA only if every rank has a GPU.
   std::vector<int> no_gpu;

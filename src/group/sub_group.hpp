@@ -30,6 +30,9 @@ class SubBootstrap final : public Bootstrap {
   std::vector<std::string> allgather(const std::string& blob, Deadline deadline) override;
   void barrier(Deadline deadline) override { allgather(std::string(), deadline); }
   void abort(const std::string& reason) override { parent_.abort(reason); }
+  // Departures are the whole group's business: its communicator listens on the parent.
+  void on_departure(std::function<void(const Departure&)>) override {}
+  void set_collectives(uint64_t) override {}
 
  private:
   Bootstrap& parent_;

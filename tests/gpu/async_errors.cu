@@ -7,7 +7,8 @@
 //        the error within ~1 s, so check(), synchronize() and a later call raise, naming the
 //        silent rank; and the silent rank itself learns it (through the bootstrap) without
 //        making another call.
-// leave  the last rank closes its communicator between calls: the others raise naming it.
+// leave  the last rank closes its communicator while the others' kernel waits for it: they stop
+//        well before their (30 s) timeout, raising "rank R closed the communicator".
 // abort  the last rank calls abort() while the others' kernel waits for it: they stop well
 //        before their (30 s) timeout and raise naming it.
 // kill   the last rank SIGKILLs itself in the same place: the same, through the root.
@@ -75,7 +76,8 @@ bool names(const std::string& msg, int rank) { return msg.find("rank " + std::to
 // What every rank but the culprit checks after its call's kernel gave up (or stopped): the stream
 // went on, and within `bound` s of the call check(), synchronize() and the next call raise,
 // naming the culprit.
-void expect_raised(Communicator& c, float* buf, size_t n, int culprit, double bound) {
+// `says`: text the error must contain (the cause), if any.
+void expect_raised(Communicator& c, float* buf, size_t n, int culprit, double bound, const char* says = nullptr) {
   const auto t0 = Clock::now();
   c.all_reduce(buf, buf, n, DataType::Float32, RedOp::Sum, g_stream);  // enqueued: returns at once
   ck(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");        // what torch.cuda.synchronize does
@@ -87,6 +89,7 @@ void expect_raised(Communicator& c, float* buf, size_t n, int culprit, double bo
   d << "stream done after " << synced << " s, error after " << total << " s: " << msg;
   if (msg.empty()) verdict(false, "check() never raised; " + d.str());
   if (!names(msg, culprit)) verdict(false, "the error does not name rank " + std::to_string(culprit) + "; " + d.str());
+  if (says && msg.find(says) == std::string::npos) verdict(false, std::string("the error does not say '") + says + "'; " + d.str());
   if (total > bound) verdict(false, "too late; " + d.str());
   for (auto& [what, fn] : std::vector<std::pair<const char*, std::function<void()>>>{
            {"synchronize", [&] { c.synchronize(g_stream); }},
@@ -179,9 +182,9 @@ int main(int argc, char** argv) {
     ck(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
     Options o;
     o.backend = Backend::Cuda;
-    // stall / leave: a short timeout to wait out; abort / kill must not need it; the matrix may
+    // stall: a short timeout to wait out; leave / abort / kill must not need it; the matrix may
     // run slowly under compute-sanitizer.
-    o.timeout = std::chrono::milliseconds(g_case == "stall" || g_case == "leave" ? 2000 : 30000);
+    o.timeout = std::chrono::milliseconds(g_case == "stall" ? 2000 : 30000);
     auto c = std::make_unique<Communicator>(UniqueId::parse(id), g_rank, g_world, o);
     if (g_case == "matrix") run_matrix(*c);
     const size_t n = size_t(1) << 18;  // 1 MiB of float32
@@ -200,7 +203,8 @@ int main(int argc, char** argv) {
       verdict(!msg.empty() && names(msg, culprit), "after the silence, check(): " + (msg.empty() ? "no error" : msg));
     }
     if (g_case == "leave") {
-      if (g_rank != culprit) expect_raised(*c, buf, n, culprit, 2.0 + 1.5);
+      if (g_rank != culprit) expect_raised(*c, buf, n, culprit, 3.0, "closed the communicator");  // timeout: 30 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others are in their kernel
       c.reset();
       verdict(true, "closed its communicator");
     }

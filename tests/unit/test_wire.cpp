@@ -30,9 +30,10 @@ std::vector<Message> samples() {
       Abort{2, "boom"},
       PeerLost{5, "rank 5 disconnected without leaving"},
       JoinFailed{"ranks 2, 3 of 4 did not join within 600 s"},
-      Bye{},
+      Bye{0x1122334455667788ULL},
       Status{99},
       StatusReply{99, {1, 3}, "ranks 1, 3 of 4 have not arrived"},
+      PeerLeft{3, 41},
   };
 }
 
@@ -53,7 +54,7 @@ void put_u32(std::string& s, size_t at, uint32_t v) {
 
 TEST(Wire, EveryMessageTypeRoundTrips) {
   auto all = samples();
-  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::StatusReply));  // one sample per type
+  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::PeerLeft));  // one sample per type
   for (const auto& m : all) {
     std::string f = encode(m);
     Message back = decode_frame(f);
@@ -64,8 +65,8 @@ TEST(Wire, EveryMessageTypeRoundTrips) {
 
 TEST(Wire, HeaderIsExplicitLittleEndian) {
   std::string f = encode(Bye{});
-  ASSERT_EQ(f.size(), kHeaderBytes);
-  const uint8_t want[] = {0x43, 0x54, 0x43, 0x41, 1, 0, 9, 0, 0, 0, 0, 0};
+  ASSERT_EQ(f.size(), kHeaderBytes + 8);
+  const uint8_t want[] = {0x43, 0x54, 0x43, 0x41, 2, 0, 9, 0, 8, 0, 0, 0};
   EXPECT_EQ(0, std::memcmp(f.data(), want, sizeof(want)));
   f = encode(Status{0x0102030405060708ULL});
   EXPECT_EQ(static_cast<uint8_t>(f[8]), 8u);  // payload length 8, low byte first
@@ -121,7 +122,7 @@ TEST(Wire, BadMagicVersionTypeAndLengthAreRejected) {
   bad[4] = 7;  // frame version 7
   expect_wire_error(bad, "version");
 
-  for (uint16_t t : {0, 12, 99, 0xffff}) {
+  for (uint16_t t : {0, 13, 99, 0xffff}) {
     bad = f;
     bad[6] = static_cast<char>(t & 0xff);
     bad[7] = static_cast<char>(t >> 8);
@@ -170,7 +171,7 @@ TEST(Wire, RandomBytesNeverCrash) {
     if (iter % 2 && junk.size() >= kHeaderBytes) {
       std::string h = encode(Bye{});
       std::memcpy(junk.data(), h.data(), 6);
-      uint16_t t = static_cast<uint16_t>(1 + rng() % 11);
+      uint16_t t = static_cast<uint16_t>(1 + rng() % 12);
       junk[6] = static_cast<char>(t);
       junk[7] = 0;
       put_u32(junk, 8, static_cast<uint32_t>(junk.size() - kHeaderBytes));

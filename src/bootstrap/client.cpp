@@ -169,6 +169,15 @@ BootstrapClient::~BootstrapClient() {
     wire::send_message(fd_.get(), wire::Bye{collectives_.load(std::memory_order_relaxed)},
                        Deadline::after(kByeTimeout));  // best effort
   }
+  // A graceful close: only the write side first, then wait (bounded) for the root to close
+  // its side once it has read the BYE. Closing both at once would make the root's next frame to
+  // us (another rank's PEER_LEFT, say) fail with EPIPE before it reads the BYE, and the root
+  // would report this clean leave as a lost rank.
+  if (!dropped_ && ::shutdown(fd_.get(), SHUT_WR) == 0) {
+    const Deadline linger = Deadline::after(kByeTimeout);
+    while (!reader_done_.load(std::memory_order_acquire) && !linger.expired())
+      std::this_thread::sleep_for(milliseconds(1));
+  }
   // shutdown() wakes the reader's poll/recv with EOF; close happens when fd_ is destroyed,
   // after the join, so the reader never touches a recycled descriptor.
   ::shutdown(fd_.get(), SHUT_RDWR);
@@ -182,6 +191,10 @@ void BootstrapClient::drop_connection_for_test() {
 }
 
 void BootstrapClient::read_loop() {
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag.store(true, std::memory_order_release); }
+  } done{reader_done_};
   for (;;) {
     wire::Received in;
     try {

@@ -62,6 +62,7 @@ class BootstrapClient final : public Bootstrap {
   std::vector<Departure> departures_;
   std::function<void(const Departure&)> listener_;
   std::atomic<uint64_t> collectives_{0};  // for this rank's BYE
+  std::atomic<bool> reader_done_{false};  // the reader thread has returned (EOF at close)
   uint64_t next_seq_ = 0;
   bool abort_sent_ = false;
   std::atomic<bool> closing_{false};

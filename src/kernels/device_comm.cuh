@@ -111,7 +111,9 @@ struct PeerPtrs {
 
 inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }
 
-inline size_t call_bytes() { return size_t(kMaxRanks) * kCallWords * sizeof(uint64_t); }
+// Rounded to 4 KiB, so the regions after it keep their page alignment.
+inline size_t call_bytes() { return 4096; }
+static_assert(kMaxRanks * kCallWords * sizeof(uint64_t) <= 4096, "the [call] rows fit their page");
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
 

@@ -12,11 +12,12 @@
 //      raises, then awaits the same step), so a peer got past step v only by accepting our flag
 //      of step v, with our hash.
 //    - LL and LL128 lines: the 32-bit flag is low32(step+1) ^ (the high 16 bits of h). Only the
-//      high half, so a stale line (an earlier step of the same CTA, mostly 2 steps back) whose
-//      call had another hash cannot match: low32(s0+1) ^ low32(s+1) has no high bits unless the
-//      steps straddle a multiple of 2^16. h's top bit is always set, so a zeroed slot never
-//      matches before 2^31 steps; a stale line of the same call shape matches only 2^32 steps
-//      later, as without the hash.
+//      high half: the flag's low 16 bits stay the step's own, so a stale line (an earlier step
+//      of the same CTA, less than 2^16 steps back) never matches, whatever call wrote it. (With
+//      all of h xored in, a stale line of another call would match whenever the two hashes
+//      differ by exactly low32(s0+1) ^ low32(s+1), for some pairs of calls at every few steps.)
+//      h's top bit is always set, so a zeroed slot never matches before 2^31 steps; a stale line
+//      of the same call matches only 2^32 steps later, as without the hash.
 //    The price of 16 bits: calls whose hashes share their high 16 bits (1 in 65536 mismatches)
 //    pass the flags unseen.
 // 2. Arbitration. A flag with the wrong hash is simply never accepted, so the waiter spins; every

@@ -45,6 +45,14 @@
 #               it; the other must raise from check(), synchronize() and its next call, naming
 #               it, within ~1.5 s of its kernel's timeout (stall) or within 3 s under a 30 s
 #               timeout (leave, abort, kill). ~30 s
+#   mismatch    the kernels' call check (gpu_async_errors mismatch): 2 ranks sharing GPU 0, one
+#               group per kind of disagreement (count on each all-reduce route and across
+#               routes, dtype, op, root, collective, barrier); every rank must raise within 5 s
+#               naming both calls, and each group's matching all_reduce must be exact. <= 45 s
+#   mismatchcost  what the call check costs: actorcc-bench all_reduce 4 KB and 1 MB, eager and
+#               CUDA graphs, with it (default) and without (ACTORCC_CUDA_CALL_CHECK=0), 2 ranks
+#               (one GPU each where 2 are lent, else sharing GPU 0: then time-sliced, so only a
+#               gross cost shows); prints the time and p50 of each pair and the difference. <= 60 s
 #   sanitize    compute-sanitizer over gpu_async_errors' exact collective matrix: memcheck on 1
 #               rank (copy kernels), memcheck and racecheck on 2 ranks sharing GPU 0 (the NVLink
 #               routes). <= 55 s
@@ -302,14 +310,15 @@ phase_timeout() {
 }
 
 AE=$G/gpu_async_errors
-# async_case NAME CAP RANKS CHECK_RC ARGS...: one gpu_async_errors group of RANKS ranks; it passes
+# async_case NAME CAP RANKS CHECK_RC ARGS...: one gpu_async_errors run of RANKS ranks (IDS group
+# ids, default 1); it passes
 # when every rank prints its PASS line and, with CHECK_RC=1, every process exits 0 (what
 # compute-sanitizer's --error-exitcode turns a report into). The kill case's culprit dies by
 # design, so there the exit code says nothing.
 async_case() {
   local name=$1 cap=$2 n=$3 check_rc=$4 rc pass fail
   shift 4
-  step "$name" "$cap" env ACTORCC_CUDA_SHARE_GPU=1 "$G/gpu_launch" --devices "$(devlist "$n")" --ids 1 \
+  step "$name" "$cap" env ACTORCC_CUDA_SHARE_GPU=1 "$G/gpu_launch" --devices "$(devlist "$n")" --ids "${IDS:-1}" \
     --timeout $((cap - 5)) -- "$@"
   rc=$?
   pass=$(grep -c "^RESULT async .*: PASS" "$OUT/logs/$name.log")
@@ -331,6 +340,41 @@ phase_errors() {
   echo "errors: $ok of 4 GPU failure cases passed" | tee -a "$SUMMARY"
 }
 
+phase_mismatch() {
+  ensure_build gpu || return
+  local verdict=PASS
+  IDS=12 async_case mismatch 45 2 1 "$AE" mismatch || verdict=FAIL
+  grep -h "^MISMATCH" "$OUT/logs/mismatch.log" | cut -c1-240
+  echo "mismatch: $verdict ($(grep -c '^MISMATCH .*: PASS' "$OUT/logs/mismatch.log") of 22 rank x kind checks passed)" |
+    tee -a "$SUMMARY"
+}
+
+# One run per mode with the check and one without; each row's time (mean) and p50 in us.
+phase_mismatchcost() {
+  ensure_build gpu || return
+  local mode chk g gpus=2 share=1 name
+  [ "$NGPU" -ge 2 ] && share=0
+  rm -f "$OUT/mismatchcost.txt"
+  for g in 0 5; do
+    mode=$([ $g = 0 ] && echo eager || echo graph)
+    for chk in 1 0; do
+      name=cost-$mode-check$chk
+      step "$name" 14 env ACTORCC_CUDA_SHARE_GPU=$share ACTORCC_CUDA_CALL_CHECK=$chk "$BENCH" --gpus $gpus \
+        --impl actorcc --stagger 0 -b 4K -e 1M -f 256 -n 300 -w 20 -c 1 -G $g --no-plot --timeout 10 || FAILED=1
+      awk -v m=$mode -v k=$chk '$1 ~ /^[0-9]+$/ && NF >= 10 {print "COST", m, "check=" k, $1, $5, $9, $8}' \
+        "$OUT/logs/$name.log" >>"$OUT/mismatchcost.txt"
+    done
+  done
+  # per (mode, size): with the check against without (mean time and p50, us), against issue 21's
+  # bar (at most 3% or 0.2 us more, p50), and the wrong results of all runs
+  awk '{key=$2" "$4; n[key" "$3]++; t[key" "$3]+=$5; p[key" "$3]+=$6; w+=$7}
+       END {for (k in n) if (k ~ /check=1$/) {b=k; sub(/check=1$/, "check=0", b); if (!(b in n)) continue; split(k, f, " ");
+         d=p[k]/n[k]-p[b]/n[b]; ok=(d <= 0.2 || d <= 0.03*p[b]/n[b]) ? "within" : "OVER";
+         printf "MISMATCHCOST %s %8s B: time %.2f vs %.2f us (%+.2f), p50 %.2f vs %.2f us (%+.2f, %+.1f%%): %s the bar\n",
+           f[1], f[2], t[k]/n[k], t[b]/n[b], t[k]/n[k]-t[b]/n[b], p[k]/n[k], p[b]/n[b], d, 100*d/(p[b]/n[b]), ok}
+         printf "mismatchcost: %d wrong results\n", w}' "$OUT/mismatchcost.txt" | sort | tee -a "$SUMMARY"
+}
+
 # 1 rank runs only the copy kernels; 2 ranks sharing the GPU run the NVLink routes.
 phase_sanitize() {
   ensure_build gpu || return
@@ -343,7 +387,7 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
-[ $# -gt 0 ] || { sed -n '2,55p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,63p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
@@ -353,7 +397,8 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | sanitize | p2pnv) "phase_$p" ;;
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv)
+      "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     evidence) for w in 2 3 4 8; do phase_evidence $w; done ;;

@@ -10,8 +10,13 @@
 //            (registration, offset, count, dtype, op) that rank src's CTA b stores before its
 //            first flag of a call, so the receiving CTA can refuse a call whose ranks disagree
 //            before anything is written into a peer's output.
+//   [call]   uint64 call[kMaxRanks src][kCallWords]: rank src's current collective (call number,
+//            descriptor hash, descriptor), stored by its CTA 0 at the call's start into every
+//            rank's row src (kernels/call_check.hpp): what a waiting kernel compares when a
+//            flag does not come.
 //   [ll]     LL receive slots [2 parity][ll_blocks][world][ll_slot_bytes]: 16-byte lines of
-//            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1.
+//            {data.x, flag, data.y, flag}; the flag is the low 32 bits of step+1 xor the call's
+//            descriptor hash (line_flag, kernels/call_check.hpp; the uint64 flags carry it too).
 //   [ll128]  LL128 receive slots [2 parity][ll128_blocks][world-1 sources][ll128_slot_bytes]:
 //            128-byte lines whose last 32-bit word is the flag (oneshot_ll128.cu). Only
 //            LL128 lines ever enter this region (see the note there).
@@ -36,6 +41,7 @@
 #include <cstdint>
 
 #include "common/mutation.hpp"
+#include "kernels/call_check.hpp"
 
 namespace actorcc::cuda {
 
@@ -54,7 +60,7 @@ struct DeviceComm {
   int world = 1;
   unsigned long long* counters;   // [kMaxBlocks] per-CTA step counters, this GPU's memory
   volatile int* abort_word;       // host-mapped: nonzero = stop waiting
-  int* error;                     // host-mapped [4]: code, peer, collective, _
+  int* error;                     // host-mapped [kErrorWords]: see KernelError
   unsigned long long timeout_ns;  // bound on any single wait
   size_t flags_off;
   size_t desc_off;
@@ -79,10 +85,20 @@ struct DeviceComm {
   unsigned long long* abort_poll;
   unsigned long long abort_poll_ns;  // 0: every waiting thread reads the host word at every check
   int mutation = 0;                  // test-only build: common/mutation.hpp (always 0 otherwise)
+  // This call's descriptor (group/call_desc.hpp) and its hash, set per call by the backend for
+  // the collectives (kernels/call_check.hpp); call_hash 0: no check (point-to-point kernels,
+  // which check their own headers, and ACTORCC_CUDA_CALL_CHECK=0).
+  unsigned call_hash = 0;
+  unsigned long long call_desc[2] = {0, 0};
+  size_t call_off;                   // the [call] region
+  unsigned long long* call_seq;      // collectives this rank has launched, this GPU's memory
 };
 
-// Error codes the kernels leave in error[0].
+// Error codes the kernels leave in error[0]. The record: [0] code, [1] peer, [2] collective,
+// [3] unused, then for a mismatch found by the call check [4..7] the peer's descriptor and
+// [8..11] this rank's (two 64-bit words each; all zero when the check did not find it).
 enum KernelError : int { kErrNone = 0, kErrTimeout = 1, kErrAborted = 2, kErrMismatch = 3 };
+constexpr int kErrorWords = 12;
 
 // Where each peer's copy of this call's output starts, mapped here (registered buffers), passed
 // by value to the kernels that write peers' outputs directly; nullptr entries: not registered.
@@ -94,6 +110,10 @@ struct PeerPtrs {
 };
 
 inline size_t desc_bytes() { return size_t(kMaxBlocks) * kMaxRanks * sizeof(uint64_t); }
+
+// Rounded to 4 KiB, so the regions after it keep their page alignment.
+inline size_t call_bytes() { return 4096; }
+static_assert(kMaxRanks * kCallWords * sizeof(uint64_t) <= 4096, "the [call] rows fit their page");
 
 inline size_t flags_bytes() { return size_t(2) * kMaxBlocks * kMaxRanks * sizeof(uint64_t); }
 
@@ -120,7 +140,8 @@ inline size_t lay_out_workspace(DeviceComm& d, const WorkspaceShape& s) {
   d.world = W;
   d.flags_off = 0;
   d.desc_off = flags_bytes();
-  d.ll_off = d.desc_off + desc_bytes();
+  d.call_off = d.desc_off + desc_bytes();
+  d.ll_off = d.call_off + call_bytes();
   d.ll_blocks = s.ll_blocks;
   d.ll_slot_bytes = s.ll_slot_bytes;
   d.ll128_off = d.ll_off + size_t(2) * d.ll_blocks * W * d.ll_slot_bytes;

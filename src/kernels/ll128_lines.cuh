@@ -87,16 +87,17 @@ __device__ __forceinline__ uint4 ll128_poll(const DeviceComm& c, Step& st, const
   return v;
 }
 
-// One round of a CTA's groups (a step: its flag and slot parity) and how many of the round's
-// `ng` groups this warp takes (groups warp, warp + nwarps, ...).
+// One round of a CTA's groups (a step: its flag, folded with the call's hash as in
+// kernels/call_check.hpp, and slot parity) and how many of the round's `ng` groups this warp
+// takes (groups warp, warp + nwarps, ...).
 struct Ll128Round {
   unsigned flag;
   int par;
   size_t mine;
 };
-__device__ __forceinline__ Ll128Round ll128_round(const Step& st, size_t ng) {
+__device__ __forceinline__ Ll128Round ll128_round(const DeviceComm& c, const Step& st, size_t ng) {
   const unsigned warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-  return {static_cast<unsigned>(st.s + 1), static_cast<int>(st.s & 1),
+  return {line_flag(st.s + 1, c.call_hash), static_cast<int>(st.s & 1),
           ng > warp ? (ng - warp + nwarps - 1) / nwarps : 0};
 }
 

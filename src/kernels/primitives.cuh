@@ -87,6 +87,31 @@ __device__ __forceinline__ bool abort_raised(const DeviceComm& c, unsigned long 
   return true;
 }
 
+// The call check's arbitration (kernels/call_check.hpp), on the slow path of a wait for `peer`:
+// true, with the mismatch recorded, when the peer's published call has this rank's call number
+// and another descriptor (a flag folded with another hash never comes, so the wait would last
+// to the timeout). Both descriptors go into the error record for the host's message.
+static __device__ __noinline__ bool peer_runs_another_call(const DeviceComm& c, int peer, int coll) {
+  if (c.call_hash == 0) return false;
+  const volatile unsigned long long* row = reinterpret_cast<const unsigned long long*>(c.ws[c.rank] + c.call_off);
+  const unsigned long long mine = row[c.rank * kCallWords], theirs = row[peer * kCallWords];
+  if (!calls_disagree(mine, theirs)) return false;
+  // Our own row too: the call number compared is the one our CTA 0 published.
+  const unsigned long long w[4] = {row[peer * kCallWords + 1], row[peer * kCallWords + 2], row[c.rank * kCallWords + 1],
+                                   row[c.rank * kCallWords + 2]};
+  // Until each descriptor hashes to its word's hash, its stores are still on their way.
+  if (!desc_matches(theirs, w[0], w[1]) || !desc_matches(mine, w[2], w[3])) return false;
+  volatile int* e = c.error;
+  if (e[0] == 0) {
+    for (int i = 0; i < 4; ++i) {
+      e[4 + 2 * i] = static_cast<int>(w[i] & 0xffffffffu);
+      e[5 + 2 * i] = static_cast<int>(w[i] >> 32);
+    }
+  }
+  record_error(c, kErrMismatch, peer, coll);
+  return true;
+}
+
 // Spin budget check, called on every poll but acting every 1024th (the deadline starts at the
 // first check, after ~1000 polls, which keeps the timer read off the fast path).
 struct Spin {
@@ -99,6 +124,7 @@ struct Spin {
       record_error(c, kErrAborted, peer, coll);
       return true;
     }
+    if (peer_runs_another_call(c, peer, coll)) return true;
     if (deadline == 0) deadline = now + c.timeout_ns;
     if (now > deadline) {
       record_error(c, kErrTimeout, peer, coll);
@@ -147,9 +173,23 @@ struct Step {
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // After pdl_wait(): a kernel may issue its first input loads in between, so that their latency
 // and the counter read's overlap (oneshot_ll128.cu).
+// A collective's CTA 0 also numbers the call and publishes it into every rank's [call] row
+// (kernels/call_check.hpp): plain stores, no fence (only the slow path of a wait reads them); the
+// previous kernel has completed (griddepcontrol.wait), so the count it left is visible.
 __device__ __forceinline__ Step read_steps(const DeviceComm& c) {
   Step st;
   st.s = __ldcg(c.counters + blockIdx.x);
+  if (c.call_hash != 0 && blockIdx.x == 0 && threadIdx.x == 0) {
+    const unsigned long long seq = __ldcg(c.call_seq) + 1;
+    *c.call_seq = seq;
+    const unsigned long long w = call_word(static_cast<uint32_t>(seq), c.call_hash);
+    for (int q = 0; q < c.world; ++q) {
+      volatile unsigned long long* row = reinterpret_cast<unsigned long long*>(c.ws[q] + c.call_off) + c.rank * kCallWords;
+      row[1] = c.call_desc[0];
+      row[2] = c.call_desc[1];
+      row[0] = w;
+    }
+  }
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   return st;
 }
@@ -179,18 +219,19 @@ __device__ __forceinline__ void raise_flags(const DeviceComm& c, int ph, unsigne
   __threadfence_system();
   for (int k = 1; k < c.world; ++k) {
     const int q = peer_after(c, k);
-    if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), v);
+    if (to_mask >> q & 1u) st_release_sys(flag_ptr(c, q, ph, blockIdx.x, c.rank), flag_word(v, c.call_hash));
   }
 }
-// Thread 0 only: waits until the flag `ph` of every peer in `from_mask` is >= v. False on
-// timeout/abort (recorded by Spin, naming the peer).
+// Thread 0 only: waits until the flag `ph` of every peer in `from_mask` has reached v with this
+// call's hash (flag_reached, kernels/call_check.hpp). False on timeout/abort/mismatch (recorded
+// by Spin, naming the peer).
 __device__ __forceinline__ bool await_flags(const DeviceComm& c, Step& st, int ph, unsigned long long v, int coll,
                                             unsigned from_mask = 0xffu) {
   for (int k = 1; k < c.world; ++k) {
     const int q = (c.rank + c.world - k) % c.world;
     if (!(from_mask >> q & 1u)) continue;
     const unsigned long long* f = flag_ptr(c, c.rank, ph, blockIdx.x, q);
-    while (ld_acquire_sys(f) < v)
+    while (!flag_reached(ld_acquire_sys(f), v, c.call_hash))
       if (st.spin.expired(c, q, coll)) return false;
   }
   return true;

@@ -1,7 +1,7 @@
 // gpu_async_errors: the GPU failure cases of docs/reliability.md, and the small collective matrix
 // that compute-sanitizer runs over (scripts/device.sh phases `errors` and `sanitize`). Started
 // by gpu_launch (ACTORCC_TEST_RANK / _WORLD / _IDS); ranks may share one GPU.
-//   gpu_async_errors stall|leave|abort|kill|matrix
+//   gpu_async_errors stall|leave|abort|kill|matrix|mismatch
 // stall  the last rank stops calling (alive, silent). The others' kernel gives up at the 2 s
 //        timeout and the stream goes on (cudaStreamSynchronize returns); the watchdog must set
 //        the error within ~1 s, so check(), synchronize() and a later call raise, naming the
@@ -14,11 +14,18 @@
 // kill   the last rank SIGKILLs itself in the same place: the same, through the root.
 // matrix all_reduce, reduce_scatter, all_gather, broadcast and barrier at 3 sizes (float32),
 //        results checked exactly in NaN-poisoned outputs (run under compute-sanitizer).
+// mismatch  the kernels' call check (src/kernels/call_check.hpp): for each kind of disagreement
+//        (count on each all-reduce route, forced, and sizes the planner sends to different
+//        routes; dtype, op, root, collective, barrier against a collective), a fresh group makes
+//        one matching all_reduce (checked), then the last rank makes a different call than the
+//        others: every rank must raise within 5 s (timeout 30 s) naming both calls. Needs
+//        --ids 11 or more.
 // Each rank prints "RESULT async <case> rank R: PASS|FAIL <detail>" and exits 0 on PASS.
 #include <cuda_runtime.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -167,6 +174,108 @@ void run_matrix(Communicator& c) {
   verdict(failures == 0, std::to_string(cases) + " cases, " + std::to_string(failures) + " failures");
 }
 
+// ---- mismatch ----------------------------------------------------------------------------
+struct MismatchKind {
+  const char* name;
+  const char* algo;  // forced all-reduce route ("": the planner's)
+  std::function<void(Communicator&, float*, float*, bool other)> call;
+  const char* mine;  // the call's descriptor as errors print it, and the other rank's
+  const char* theirs;
+};
+
+std::vector<MismatchKind> mismatch_kinds() {
+  using F = float*;
+  auto ar = [](size_t n, size_t n2) {
+    return [=](Communicator& c, F in, F out, bool o) {
+      c.all_reduce(in, out, o ? n2 : n, DataType::Float32, RedOp::Sum, g_stream);
+    };
+  };
+  return {
+      {"count_ll", "oneshot", ar(1024, 1536), "all_reduce(count=1024, float32, sum)",
+       "all_reduce(count=1536, float32, sum)"},
+      {"count_ll128", "oneshot_ll128", ar(262144, 262148), "all_reduce(count=262144, float32, sum)",
+       "all_reduce(count=262148, float32, sum)"},
+      {"count_push", "oneshot_push", ar(262144, 131072), "all_reduce(count=262144, float32, sum)",
+       "all_reduce(count=131072, float32, sum)"},
+      {"count_planner", "", ar(2048, 1 << 21), "all_reduce(count=2048, float32, sum)",
+       "all_reduce(count=2097152, float32, sum)"},
+      {"count_twoshot", "twoshot", ar(1 << 20, (1 << 20) + 64), "all_reduce(count=1048576, float32, sum)",
+       "all_reduce(count=1048640, float32, sum)"},
+      {"count_pipe", "twoshot_pipe", ar(1 << 20, 3 << 19), "all_reduce(count=1048576, float32, sum)",
+       "all_reduce(count=1572864, float32, sum)"},
+      {"dtype", "", [](Communicator& c, F in, F out, bool o) {
+         c.all_reduce(in, out, 4096, o ? DataType::Int32 : DataType::Float32, RedOp::Sum, g_stream);
+       }, "all_reduce(count=4096, float32, sum)", "all_reduce(count=4096, int32, sum)"},
+      {"op", "", [](Communicator& c, F in, F out, bool o) {
+         c.all_reduce(in, out, 4096, DataType::Float32, o ? RedOp::Max : RedOp::Sum, g_stream);
+       }, "all_reduce(count=4096, float32, sum)", "all_reduce(count=4096, float32, max)"},
+      {"root", "", [](Communicator& c, F in, F out, bool o) {
+         c.broadcast(in, out, 4096, DataType::Float32, o ? 1 : 0, g_stream);
+       }, "broadcast(count=4096, float32, root=0)", "broadcast(count=4096, float32, root=1)"},
+      {"collective", "", [](Communicator& c, F in, F out, bool o) {
+         if (o) c.reduce_scatter(in, out, 2048, DataType::Float32, RedOp::Sum, g_stream);
+         else c.all_reduce(in, out, 4096, DataType::Float32, RedOp::Sum, g_stream);
+       }, "all_reduce(count=4096, float32, sum)", "reduce_scatter(count=2048, float32, sum)"},
+      {"barrier", "", [](Communicator& c, F in, F out, bool o) {
+         if (o) c.barrier(g_stream);
+         else c.all_gather(in, out, 4096, DataType::Float32, g_stream);
+       }, "all_gather(count=4096, float32)", "barrier()"},
+  };
+}
+
+// One group per kind (ids[k]); every rank's verdict line lists each kind that failed.
+[[noreturn]] void run_mismatch(const std::vector<std::string>& ids) {
+  const auto kinds = mismatch_kinds();
+  if (ids.size() < kinds.size()) verdict(false, "needs --ids " + std::to_string(kinds.size()));
+  const bool other = g_rank == g_world - 1;
+  const size_t cap = size_t(4) << 20;  // floats: the largest call's input and output
+  float *in = nullptr, *out = nullptr;
+  ck(cudaMalloc(&in, cap * sizeof(float)), "cudaMalloc");
+  ck(cudaMalloc(&out, cap * sizeof(float)), "cudaMalloc");
+  std::vector<float> ones(cap, 1.f), got(4096);
+  ck(cudaMemcpy(in, ones.data(), cap * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  int passed = 0;
+  std::string failed;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const MismatchKind& m = kinds[k];
+    Options o;
+    o.backend = Backend::Cuda;
+    o.timeout = std::chrono::milliseconds(30000);
+    o.algo = m.algo;
+    Communicator c(UniqueId::parse(ids[k]), g_rank, g_world, o);
+    // A matching call first: the check must never refuse one, and its result must be exact.
+    ck(cudaMemset(out, 0xff, 4096 * sizeof(float)), "cudaMemset");
+    c.all_reduce(in, out, 4096, DataType::Float32, RedOp::Sum, g_stream);
+    c.synchronize(g_stream);
+    ck(cudaMemcpy(got.data(), out, 4096 * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    bool ok = std::all_of(got.begin(), got.end(), [](float v) { return v == float(g_world); });
+    c.host_barrier();
+    const auto t0 = Clock::now();
+    std::string msg;
+    try {
+      m.call(c, in, out, other);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    double took = 0;
+    if (msg.empty()) msg = first_error(c, 5.0, took);
+    took = since(t0);
+    const std::string mine = other ? m.theirs : m.mine, theirs = other ? m.mine : m.theirs;
+    ok = ok && !msg.empty() && took < 5.0 && msg.find(mine) != std::string::npos &&
+         msg.find(theirs) != std::string::npos;
+    std::printf("MISMATCH %s rank %d: %s after %.3f s: %s\n", m.name, g_rank, ok ? "PASS" : "FAIL", took,
+                msg.empty() ? "no error" : msg.c_str());
+    std::fflush(stdout);
+    if (ok) ++passed;
+    else failed += std::string(failed.empty() ? "" : ", ") + m.name;
+    cudaStreamSynchronize(g_stream);
+    cudaGetLastError();
+  }
+  verdict(passed == int(kinds.size()), std::to_string(passed) + " of " + std::to_string(kinds.size()) +
+                                           " mismatch kinds raised naming both calls" +
+                                           (failed.empty() ? "" : "; failed: " + failed));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,11 +284,13 @@ int main(int argc, char** argv) {
   if (!launched) return 2;
   g_rank = launched->rank;
   g_world = launched->world;
-  const std::string id = launched->ids.front();
+  const std::vector<std::string>& all_ids = launched->ids;
+  const std::string id = all_ids.front();
   const int culprit = g_world - 1;
   try {
     ck(cudaSetDevice(0), "cudaSetDevice");
     ck(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (g_case == "mismatch") run_mismatch(all_ids);
     Options o;
     o.backend = Backend::Cuda;
     // stall: a short timeout to wait out; leave / abort / kill must not need it; the matrix may
@@ -219,7 +330,7 @@ int main(int argc, char** argv) {
       c->abort("test abort by the last rank");
       verdict(true, "aborted");
     }
-    verdict(false, "unknown case '" + g_case + "' (stall, leave, abort, kill, matrix)");
+    verdict(false, "unknown case '" + g_case + "' (stall, leave, abort, kill, matrix, mismatch)");
   } catch (const std::exception& e) {
     verdict(false, std::string("unexpected exception: ") + e.what());
   }

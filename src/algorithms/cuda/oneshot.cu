@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(512) ll_allreduce(DeviceComm c, const char* in
   bool failed = false;
   for (size_t base = u0; base < u1; base += cap) {
     const size_t nu = min(cap, u1 - base);
-    const unsigned flag = static_cast<unsigned>(st.s + 1);
+    const unsigned flag = line_flag(st.s + 1, c.call_hash);  // with the call's hash (kernels/call_check.hpp)
     const int par = static_cast<int>(st.s & 1);
     // Push: this rank's units into slot[me] of every peer (peers in rotated order).
     for (size_t j = threadIdx.x; j < nu; j += blockDim.x) {

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(512) ll128_allreduce(DeviceComm c, const char*
   Step st = read_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
-    const auto [flag, par, mine] = ll128_round(st, min(round_groups, g1 - base));
+    const auto [flag, par, mine] = ll128_round(c, st, min(round_groups, g1 - base));
     for (size_t i = 0; i <= mine && !failed; ++i) {
       if (i < mine) {  // push group i of this warp into every peer's slot for this rank
         const size_t r = warp + i * nwarps;

@@ -55,6 +55,9 @@ constexpr size_t kMaxCtaSetting = 1024;
   X(ll128_blocks, int, LL128_BLOCKS, 0, 1, kMaxCtaSetting, 1, false, "3 x BLOCKS", "CTAs of the LL128 routes") \
   X(ll128_bytes, size_t, LL128_BYTES, 0, 1, SIZE_MAX, 1, false, "24 MiB (2 ranks), 48 MiB (more)",          \
     "size of the LL128 receive region per rank")                                                             \
+  X(call_check, int, CALL_CHECK, 1, 0, 1, 1, true, "1",                                                      \
+    "0 turns off the kernels' check that every rank runs the same collective (kernels/call_check.hpp), for " \
+    "measuring its cost only: ranks that disagree then get wrong data or a timeout")                           \
   X(share_gpu, int, SHARE_GPU, 0, 0, 1, 1, true, "0",                                                        \
     "1: let ranks share a GPU (refused otherwise, and not handed to NCCL, which refuses it too); the GPU "  \
     "time-slices the processes, so every exchange with a rank on the same GPU waits for a switch: for tests " \

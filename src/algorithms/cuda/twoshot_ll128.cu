@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kMaxThreads, 3) ll128_twoshot(DeviceComm c, co
   Step st = begin_steps(c);
   bool failed = false;
   for (size_t base = g0; base < g1 && !failed; base += round_groups) {
-    const auto [flag, par, mine] = ll128_round(st, min(round_groups, g1 - base));
+    const auto [flag, par, mine] = ll128_round(c, st, min(round_groups, g1 - base));
     uint4 own{}, own_prev{};  // this lane's part of our chunk's groups i and i - 1
     for (size_t i = 0; i < mine + kStages && !failed; ++i) {
       if (i < mine) {  // A(i): loads in batches of 3 peers (one latency per batch), then the pushes

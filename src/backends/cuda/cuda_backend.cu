@@ -23,6 +23,7 @@
 #include "common/cuda_owners.hpp"
 #include "common/log.hpp"
 #include "common/watchdog.hpp"
+#include "group/call_desc.hpp"
 #include "backends/backend.hpp"
 #include "topology/topology.hpp"
 #include "transport/ipc/driver_api.hpp"
@@ -54,10 +55,10 @@ constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 
 constexpr size_t kP2PSeqWords = size_t(2) * cuda::kMaxRanks * cuda::kP2PChannels;
 
-// The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..7] the
-// error record (device -> host: code, peer, collective).
+// The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..15] the
+// error record (device -> host: kernels/device_comm.cuh KernelError).
 struct HostWords : cuda_rt::HostMappedWords {
-  HostWords() : cuda_rt::HostMappedWords(64) {}
+  HostWords() : cuda_rt::HostMappedWords((4 + cuda::kErrorWords) * sizeof(int)) {}
   volatile int* abort_word() const { return host(); }
   volatile int* error() const { return host() + 4; }
 };
@@ -110,8 +111,9 @@ class CudaBackend final : public BackendImpl {
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy,
-      // then the point-to-point message counts (DeviceComm::p2p_seq).
-      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2 + kP2PSeqWords) *
+      // then the point-to-point message counts (DeviceComm::p2p_seq), then the call count
+      // (DeviceComm::call_seq).
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2 + kP2PSeqWords + 1) *
                                                           sizeof(unsigned long long));
       order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
@@ -155,6 +157,7 @@ class CudaBackend final : public BackendImpl {
                        : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
     d.p2p_seq = d.abort_poll + 2;
+    d.call_seq = d.p2p_seq + kP2PSeqWords;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
     d.abort_poll_ns = static_cast<unsigned long long>(mine.own.abort_poll_us) * 1000ull;
@@ -254,7 +257,15 @@ class CudaBackend final : public BackendImpl {
     const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
     if (route != cuda::Route::Copy) order_after_previous(stream);
-    check(kLaunch[static_cast<size_t>(route)](dc_, agreed_.tune, ca),
+    // The collectives carry their descriptor in their flags (kernels/call_check.hpp); the
+    // point-to-point calls check their own headers.
+    DeviceComm dc = dc_;
+    if (agreed_.tune.call_check && !batch && route != cuda::Route::Copy) {
+      const CallDesc cd = CallDesc::of(a);
+      std::memcpy(dc.call_desc, &cd, sizeof cd);
+      dc.call_hash = cuda::call_hash(dc.call_desc[0], dc.call_desc[1]);
+    }
+    check(kLaunch[static_cast<size_t>(route)](dc, agreed_.tune, ca),
        "launching CUDA " + std::string(to_string(a.coll)) + " (" + cuda::route_name(route) + ")");
     if (route == cuda::Route::Copy) return;
     last_stream_ = stream;
@@ -343,6 +354,12 @@ class CudaBackend final : public BackendImpl {
             " disagree on a transfer between them (its count or dtype differs, or one has a transfer the other "
             "lacks); nothing was written into the receiver's buffer";
       ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
+    } else if (code == cuda::kErrMismatch && (e[4] | e[5] | e[6] | e[7]) != 0) {
+      // The call check's record: both ranks' descriptors (kernels/call_check.hpp).
+      msg = me + "CUDA " + what + ": rank " + std::to_string(peer) + " called " + recorded_desc(e + 4).text() +
+            ", rank " + std::to_string(ctx_.global_rank(ctx_.rank)) + " called " + recorded_desc(e + 8).text() +
+            " (ranks must make the same collective calls in the same order)";
+      ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
     } else if (code == cuda::kErrMismatch) {
       msg = me + "CUDA " + what + ": rank " + std::to_string(peer) +
             " called it with a different count, type or op, or with an output that is not the same registered "
@@ -357,6 +374,15 @@ class CudaBackend final : public BackendImpl {
       ctx_.bootstrap->abort(msg);
     }
     return true;
+  }
+
+  // A descriptor of the error record: two 64-bit words as four ints (kernels/device_comm.cuh).
+  static CallDesc recorded_desc(const volatile int* w) {
+    uint32_t u[4];
+    for (int i = 0; i < 4; ++i) u[i] = static_cast<uint32_t>(w[i]);
+    CallDesc d;
+    std::memcpy(&d, u, sizeof d);
+    return d;
   }
 
   // Calls must run in order on the device (they share workspace slots and step counters).

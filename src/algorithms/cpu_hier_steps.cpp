@@ -139,7 +139,7 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
   switch (s.op) {
     case StepOp::Barrier:
       for (int k = 1; k < n; ++k)
-        tcp::exchange(pair((me + k) % n), nullptr, 0, pair((me - k + n) % n), nullptr, 0, tag, deadline(), g.abort);
+        tcp::exchange(pair((me + k) % n), nullptr, 0, pair((me - k + n) % n), nullptr, 0, tag, deadline(), g.abort, g.call);
       return;
     case StepOp::AllReduce:
     case StepOp::ReduceScatter: {
@@ -151,7 +151,7 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
         int to = (me + k) % n, src = (me - k + n) % n;
         auto out = packed(r[to]);
         from[src].resize(from[me].size());
-        tcp::exchange(pair(to), out.data(), out.size(), pair(src), from[src].data(), from[src].size(), tag, deadline(), g.abort);
+        tcp::exchange(pair(to), out.data(), out.size(), pair(src), from[src].data(), from[src].size(), tag, deadline(), g.abort, g.call);
       }
       std::vector<const void*> ins(n);
       for (int k = 0; k < n; ++k) ins[k] = from[k].data();
@@ -165,7 +165,7 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
       for (int k = 1; k < n; ++k) {
         int to = (me + k) % n, src = (me - k + n) % n;
         std::vector<uint8_t> in(elems(r[src]) * es);
-        tcp::exchange(pair(to), mine.data(), mine.size(), pair(src), in.data(), in.size(), tag, deadline(), g.abort);
+        tcp::exchange(pair(to), mine.data(), mine.size(), pair(src), in.data(), in.size(), tag, deadline(), g.abort, g.call);
         unpack(buf, in.data(), r[src], es);
       }
       return;
@@ -175,11 +175,11 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
         for (int m = 0; m < n; ++m)
           if (m != me) {
             auto out = packed(r[m]);
-            pair(m)->send(out.data(), out.size(), tag, deadline(), g.abort);
+            pair(m)->send(out.data(), out.size(), tag, deadline(), g.abort, g.call);
           }
       } else {
         std::vector<uint8_t> in(elems(r[me]) * es);
-        pair(s.root)->recv(in.data(), in.size(), tag, deadline(), g.abort);
+        pair(s.root)->recv(in.data(), in.size(), tag, deadline(), g.abort, g.call);
         unpack(buf, in.data(), r[me], es);
       }
       return;

@@ -36,7 +36,7 @@ class BootstrapClient final : public Bootstrap {
   const std::vector<std::string>& peer_blobs() const override { return blobs_; }
   std::vector<std::string> allgather(const std::string& blob, Deadline deadline) override;
   void barrier(Deadline deadline) override;
-  void abort(const std::string& reason) override;
+  void abort(const std::string& reason, int culprit = -1) override;
 
   // Test hook: drops the connection the way a crashed process would (no BYE), so the other
   // ranks' failure detection can be tested inside one process.
@@ -44,7 +44,7 @@ class BootstrapClient final : public Bootstrap {
 
  private:
   std::vector<std::string> gather(const std::string& blob, Deadline deadline, const char* what);
-  std::string ask_missing(uint64_t seq);
+  std::string ask_missing(uint64_t seq, int* first_missing);
   void read_loop();
   [[noreturn]] void fail_root_lost(const std::string& why);
 

@@ -8,10 +8,14 @@ import error_workers
 from mp_helpers import expect_no_failures, run_ranks
 
 
+# nodes: each rank's ACTORCC_NODE_ID ("" for one host). "ab": two virtual nodes of one rank,
+# so only the TCP frames between them can carry the disagreement; "aabb": the odd rank's node
+# peer finds it in shared memory, the other node in a frame (or through the abort).
 @pytest.mark.parametrize("case", sorted(error_workers.MISMATCHES))
-@pytest.mark.parametrize("world,odd", [(2, 1), (3, 2)])
-def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd):
-    res = run_ranks(world, error_workers.mismatch, uid, case, odd, expect_errors=True, timeout=90)
+@pytest.mark.parametrize("world,odd,nodes", [(2, 1, ""), (3, 2, ""), (2, 1, "ab"), (4, 3, "aabb")])
+def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd, nodes):
+    env = (lambda r: {"ACTORCC_NODE_ID": nodes[r]}) if nodes else None
+    res = run_ranks(world, error_workers.mismatch, uid, case, odd, env=env, expect_errors=True, timeout=90)
     theirs, ours = error_workers.MISMATCHES[case]
 
     def text(spec):  # the descriptor as the library prints it, up to the dtype

@@ -355,9 +355,9 @@ bool ShmGroup::wait_bell(uint32_t seen, Deadline dl) {
 
 void ShmGroup::fail(ErrorCode code, int culprit, const std::string& msg) {
   ctx_.abort->raise(culprit, code, msg);
-  if (code == ErrorCode::Timeout) throw TimeoutError(msg, ctx_.rank);
-  if (code == ErrorCode::InvalidArgument) throw InvalidArgument(msg, ctx_.rank);
-  throw Error(code, msg, ctx_.rank);
+  if (code == ErrorCode::Timeout) throw TimeoutError(msg, ctx_.rank, culprit);
+  if (code == ErrorCode::InvalidArgument) throw InvalidArgument(msg, ctx_.rank, culprit);
+  throw Error(code, msg, ctx_.rank, culprit);
 }
 
 void ShmGroup::throw_timeout(const char* what, uint32_t target) {
@@ -370,8 +370,9 @@ void ShmGroup::throw_timeout(const char* what, uint32_t target) {
                           " waiting for rank(s) " + list(missing);
   // The group cannot continue after a partial collective: poison it for everyone (local
   // peers stop through the abort word, naming the first missing rank) and for later calls.
-  ctx_.abort->raise(missing.empty() ? -1 : missing.front(), ErrorCode::Timeout, msg);
-  throw TimeoutError(msg, ctx_.rank);
+  const int culprit = missing.empty() ? -1 : missing.front();
+  ctx_.abort->raise(culprit, ErrorCode::Timeout, msg);
+  throw TimeoutError(msg, ctx_.rank, culprit);
 }
 
 }  // namespace actorcc

@@ -24,7 +24,11 @@ def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd,
 
     for r, (kind, out) in enumerate(res):
         assert kind == "ok" and out is not None, f"rank {r}: {kind} {out}"
-        secs, typ, msg = out
+        secs, typ, msg, in_call = out
+        # Only a rank on another node than the odd rank may finish the call (it never waited
+        # for anyone who disagreed); its next call raises.
+        assert in_call or (nodes and nodes[r] != nodes[odd]), f"rank {r} completed the mismatched call"
+        assert in_call or typ == "RemoteError", f"rank {r}: {typ}: {msg}"
         # Far below the 30 s call timeout: found at the call's first sync point, not by waiting.
         assert secs < 5, f"rank {r}: {secs:.1f} s: {msg}"
         assert typ in ("InvalidArgumentError", "RemoteError"), f"rank {r}: {typ}: {msg}"

@@ -1,5 +1,5 @@
 // The exception hierarchy every public call may throw. Each error carries a code, the rank
-// that raised it and, for remote failures, the rank that caused it.
+// that raised it and, when known, the rank that caused it (culprit()).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -25,20 +25,28 @@ class Error : public std::runtime_error {
   // prefix by hand. A message that already opens with that rank ("rank R: ..." from a
   // rethrown error, or "rank R timed out ..." where the rank is the sentence's subject) is
   // kept as it is: rethrown and wrapped errors carry one prefix, not one per layer.
-  Error(ErrorCode code, const std::string& message, int rank = -1);
+  //
+  // `culprit` is the rank at fault when the observer knows it: the rank a timed-out wait was
+  // waiting for (the first, where several were missing: the text lists them all), the rank
+  // that died, left, refused a call or disagreed on it. It is that rank even when the news
+  // came through a third rank's abort (the text then says who reported it); -1 when unknown
+  // (and, for a RemoteError, when the root itself is gone).
+  Error(ErrorCode code, const std::string& message, int rank = -1, int culprit = -1);
   ErrorCode code() const noexcept { return code_; }
   int rank() const noexcept { return rank_; }
+  int culprit() const noexcept { return culprit_; }
 
  private:
   ErrorCode code_;
   int rank_;
+  int culprit_;
 };
 
 // One type per code, so a caller can catch exactly the failures it handles.
 template <ErrorCode C>
 class CodedError : public Error {
  public:
-  explicit CodedError(const std::string& m, int rank = -1) : Error(C, m, rank) {}
+  explicit CodedError(const std::string& m, int rank = -1, int culprit = -1) : Error(C, m, rank, culprit) {}
 };
 using InvalidArgument = CodedError<ErrorCode::InvalidArgument>;
 using TimeoutError = CodedError<ErrorCode::Timeout>;
@@ -49,12 +57,7 @@ using UnsupportedError = CodedError<ErrorCode::Unsupported>;
 // Another rank failed; culprit() names it (-1 when the root itself is gone).
 class RemoteError : public Error {
  public:
-  RemoteError(const std::string& m, int culprit, int rank = -1)
-      : Error(ErrorCode::Remote, m, rank), culprit_(culprit) {}
-  int culprit() const noexcept { return culprit_; }
-
- private:
-  int culprit_;
+  RemoteError(const std::string& m, int culprit, int rank = -1) : Error(ErrorCode::Remote, m, rank, culprit) {}
 };
 
 }  // namespace actorcc

@@ -8,6 +8,9 @@
 Errors: actorcc.Error and its subclasses InvalidArgumentError (also ValueError),
 TimeoutError (also the builtin TimeoutError), RemoteError (.rank = the failed rank),
 SystemCallError (also OSError), CudaError, UnsupportedError, InternalError.
+Every error has .culprit: the rank at fault when known (the rank a timed-out wait waited for,
+the rank that died, left, refused or disagreed, even when another rank reported it), else -1;
+.observer_rank is the rank that raised it.
 Ray: see actorcc.ray (create_group, the ray.util.collective backend).
 """
 from ._actorcc import (  # noqa: F401

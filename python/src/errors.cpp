@@ -10,7 +10,9 @@
 //     InternalError(Error)                         a bug in actorcc
 //
 // Every instance carries .code (str), .rank (the culprit for RemoteError, else the rank that
-// raised it; -1 when unknown) and .observer_rank (the rank that raised it). The classes are
+// raised it; -1 when unknown), .observer_rank (the rank that raised it) and .culprit (the rank
+// at fault when known: the one a timed-out wait waited for, the one that died, left, refused or
+// disagreed, even when a third rank reported it; -1 when unknown). The classes are
 // created with __module__ "actorcc" so they pickle by reference (Ray forwards them intact).
 #include <Python.h>
 
@@ -41,13 +43,13 @@ PyObject* make_type(nb::module_& m, const char* name, const char* doc, PyObject*
 
 PyObject* tuple2(PyObject* a, PyObject* b) { return PyTuple_Pack(2, a, b); }
 
-void raise_as(PyObject* type, const Error& e, int culprit) {
+void raise_as(PyObject* type, const Error& e, int rank) {
   nb::object exc = nb::steal(PyObject_CallOneArg(type, nb::str(e.what()).ptr()));
   if (!exc.is_valid()) return;  // constructor failed: its Python error stays set
   exc.attr("code") = nb::str(to_string(e.code()));
   exc.attr("observer_rank") = e.rank();
-  exc.attr("rank") = culprit;
-  if (type == g_remote) exc.attr("culprit") = culprit;
+  exc.attr("rank") = rank;
+  exc.attr("culprit") = e.culprit();
   PyErr_SetObject(type, exc.ptr());
 }
 

@@ -125,11 +125,12 @@ void hier_collective(HierGroup& g, const CollArgs& a) {
   ++g.calls;
   const int w = g.layout.world();
   const size_t es = dtype_size(a.dtype);
-  if (a.coll == Collective::Barrier) {
-    run_plan(g, plan_for(g, a.coll, 1, 1, 0), nullptr, 1, 1, DataType::UInt8, RedOp::Sum);
+  // A call with nothing to move still meets its peers once, as a barrier carrying its
+  // descriptor: otherwise a rank whose peers made another call would go on unnoticed.
+  if (a.coll == Collective::Barrier || a.count == 0) {
+    run_plan(g, plan_for(g, Collective::Barrier, 1, 1, 0), nullptr, 1, 1, DataType::UInt8, RedOp::Sum);
     return;
   }
-  if (a.count == 0) return;
   const bool reduces = a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter;
   if (reduces && a.op == RedOp::Avg && !is_float(a.dtype)) return integer_avg(g, a);
   const RedOp op = a.op == RedOp::Avg ? RedOp::Sum : a.op;

@@ -33,9 +33,13 @@ struct HierGroup {
   const AbortSignal* abort = nullptr;
   // Fails the group for every rank with this cause (the bootstrap's abort): both sides of a
   // call, and the other nodes, stop at once.
-  std::function<void(const std::string&)> fail_group;
+  std::function<void(const std::exception&)> fail_group;
   std::chrono::milliseconds timeout{0};  // bound of each network step
   uint64_t calls = 0;                    // collectives so far: tags every network message
+  // The collective call in progress: every network frame carries it and the receiver compares
+  // it with its own (ranks on different nodes that disagree), as the node's shm flag blocks do
+  // inside a node (ShmGroup::begin_call).
+  CallDesc call{};
 };
 
 // The route the planner picks for `coll` (for Communicator::plan and logs).
@@ -45,6 +49,7 @@ std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t
 // broadcast, barrier, and reduce (as an all_reduce whose result only the root keeps).
 bool hier_serves(Collective c);
 
+// g.call must hold CallDesc::of(a), and g.node->begin_call(g.call) must have been made.
 void hier_collective(HierGroup& g, const CollArgs& a);
 
 // Send, Recv, SendRecv batches, all_to_all(_v), gather, scatter (algorithms/p2p_plan.hpp):

@@ -67,9 +67,9 @@ Overlap::~Overlap() {
   }
 }
 
-void Overlap::noted(int side, const char* what) {
+void Overlap::noted(int side, const std::exception& e) {
   int none = -1;
-  if (first_.compare_exchange_strong(none, side)) fail_group_(what);
+  if (first_.compare_exchange_strong(none, side)) fail_group_(e);
 }
 
 uint64_t Overlap::post(std::function<void()> net_side) {
@@ -77,7 +77,7 @@ uint64_t Overlap::post(std::function<void()> net_side) {
     try {
       f();
     } catch (const std::exception& e) {
-      noted(1, e.what());
+      noted(1, e);
       throw;
     }
   });
@@ -98,7 +98,7 @@ void Overlap::here(const std::function<void()>& node_side) {
   try {
     node_side();
   } catch (const std::exception& e) {
-    noted(0, e.what());
+    noted(0, e);
     fail_here();
   }
 }

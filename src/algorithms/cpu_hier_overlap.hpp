@@ -3,6 +3,7 @@
 // chunk k+1 do, and a point-to-point batch's TCP messages while its shared-memory ones do.
 #pragma once
 #include <atomic>
+#include <exception>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,7 +48,7 @@ class NetHelper {
 // first cause is thrown.
 class Overlap {
  public:
-  Overlap(NetHelper& helper, std::function<void(const std::string&)> fail_group)
+  Overlap(NetHelper& helper, std::function<void(const std::exception&)> fail_group)
       : helper_(helper), fail_group_(std::move(fail_group)) {}
   ~Overlap();  // waits for what is still posted (the error path), never throws
 
@@ -58,10 +59,10 @@ class Overlap {
   void wait_all() { wait(helper_.last_posted()); }
 
  private:
-  void noted(int side, const char* what);
+  void noted(int side, const std::exception& e);
   [[noreturn]] void fail_here();
   NetHelper& helper_;
-  std::function<void(const std::string&)> fail_group_;
+  std::function<void(const std::exception&)> fail_group_;
   std::atomic<int> first_{-1};  // 0: this thread failed first, 1: the helper
   std::exception_ptr net_err_;
 };

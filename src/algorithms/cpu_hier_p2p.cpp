@@ -33,7 +33,7 @@ uint64_t p2p_tag(DataType t) { return kP2PTag | static_cast<uint64_t>(t); }
   } else {
     os << "a collective's message of " << m.sent_bytes << " bytes (the ranks called different collectives)";
   }
-  throw InvalidArgument(os.str(), self);
+  throw InvalidArgument(os.str(), self, m.peer);
 }
 
 void tcp_side(HierGroup& g, const std::vector<tcp::Transfer>& xs, const char* what) {

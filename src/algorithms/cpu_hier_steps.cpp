@@ -139,7 +139,7 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
   switch (s.op) {
     case StepOp::Barrier:
       for (int k = 1; k < n; ++k)
-        tcp::exchange(pair((me + k) % n), nullptr, 0, pair((me - k + n) % n), nullptr, 0, tag, deadline(), g.abort);
+        tcp::exchange(pair((me + k) % n), nullptr, 0, pair((me - k + n) % n), nullptr, 0, tag, deadline(), g.abort, g.call);
       return;
     case StepOp::AllReduce:
     case StepOp::ReduceScatter: {
@@ -151,7 +151,7 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
         int to = (me + k) % n, src = (me - k + n) % n;
         auto out = packed(r[to]);
         from[src].resize(from[me].size());
-        tcp::exchange(pair(to), out.data(), out.size(), pair(src), from[src].data(), from[src].size(), tag, deadline(), g.abort);
+        tcp::exchange(pair(to), out.data(), out.size(), pair(src), from[src].data(), from[src].size(), tag, deadline(), g.abort, g.call);
       }
       std::vector<const void*> ins(n);
       for (int k = 0; k < n; ++k) ins[k] = from[k].data();
@@ -165,21 +165,28 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
       for (int k = 1; k < n; ++k) {
         int to = (me + k) % n, src = (me - k + n) % n;
         std::vector<uint8_t> in(elems(r[src]) * es);
-        tcp::exchange(pair(to), mine.data(), mine.size(), pair(src), in.data(), in.size(), tag, deadline(), g.abort);
+        tcp::exchange(pair(to), mine.data(), mine.size(), pair(src), in.data(), in.size(), tag, deadline(), g.abort, g.call);
         unpack(buf, in.data(), r[src], es);
       }
       return;
     }
     case StepOp::Broadcast: {
+      // Every receiver answers with an empty frame, sent as it enters the step (so it costs the
+      // root no round trip), carrying its call: a root that only sent would never compare its
+      // call with anyone's, and two ranks that disagree on the root would both send and finish.
       if (me == s.root) {
-        for (int m = 0; m < n; ++m)
-          if (m != me) {
-            auto out = packed(r[m]);
-            pair(m)->send(out.data(), out.size(), tag, deadline(), g.abort);
-          }
+        std::vector<std::vector<uint8_t>> out(n);
+        std::vector<tcp::Transfer> xs;
+        for (int m = 0; m < n; ++m) {
+          if (m == me) continue;
+          out[m] = packed(r[m]);
+          xs.push_back({pair(m), true, out[m].data(), out[m].size(), tag, g.call});
+          xs.push_back({pair(m), false, nullptr, 0, tag, g.call});
+        }
+        tcp::transfer(xs, deadline(), g.abort);
       } else {
         std::vector<uint8_t> in(elems(r[me]) * es);
-        pair(s.root)->recv(in.data(), in.size(), tag, deadline(), g.abort);
+        tcp::exchange(pair(s.root), nullptr, 0, pair(s.root), in.data(), in.size(), tag, deadline(), g.abort, g.call);
         unpack(buf, in.data(), r[me], es);
       }
       return;

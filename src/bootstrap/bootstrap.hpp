@@ -36,7 +36,10 @@ class Bootstrap {
   virtual void barrier(Deadline deadline) = 0;
 
   // Tells every other rank (through the root) that this rank aborts; raises locally too.
-  virtual void abort(const std::string& reason) = 0;
+  // `culprit` is the rank at fault as this rank knows it (the one its wait timed out on, the
+  // peer whose connection broke); -1 (or out of range) means this rank itself. Every rank's
+  // error then carries it as culprit(), the text naming this rank as the one that aborted.
+  virtual void abort(const std::string& reason, int culprit = -1) = 0;
 
   // A clean leave of another rank, as the root reports it: `rank` closed its communicator
   // after issuing `collectives` collective calls, so any later collective call of the group

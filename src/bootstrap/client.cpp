@@ -118,7 +118,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     if (auto* r = std::get_if<wire::Reject>(&m))
       throw InvalidArgument("the actorcc root at " + where + " rejected the join: " + r->reason, rank);
     if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
-      abort->raise(-1, ErrorCode::Timeout, "join failed: " + j->reason + " (root at " + where + ")");
+      abort->raise(j->culprit, ErrorCode::Timeout, "join failed: " + j->reason + " (root at " + where + ")");
       abort->rethrow();
     }
     if (auto* p = std::get_if<wire::PeerLost>(&m)) {
@@ -126,7 +126,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
       abort->rethrow();
     }
     if (auto* a = std::get_if<wire::Abort>(&m)) {
-      abort->raise(a->rank, ErrorCode::Remote, "join failed: rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+      abort->raise(a->culprit, ErrorCode::Remote, "join failed: rank " + std::to_string(a->rank) + " aborted: " + a->reason);
       abort->rethrow();
     }
     LOG_WARN("actorcc rank " << rank << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
@@ -221,7 +221,7 @@ void BootstrapClient::read_loop() {
       shared_->status[s->seq] = std::move(*s);
       shared_->cv.notify_all();
     } else if (auto* a = std::get_if<wire::Abort>(&m)) {
-      abort_->raise(a->rank, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+      abort_->raise(a->culprit, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
       abort_->raise(p->rank, ErrorCode::Remote, p->reason);
     } else if (auto* l = std::get_if<wire::PeerLeft>(&m)) {
@@ -229,7 +229,7 @@ void BootstrapClient::read_loop() {
       departures_.push_back({l->rank, l->collectives});
       if (listener_) listener_(departures_.back());
     } else if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
-      abort_->raise(-1, ErrorCode::Timeout, j->reason);
+      abort_->raise(j->culprit, ErrorCode::Timeout, j->reason);
     } else {
       LOG_WARN("actorcc rank " << rank_ << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
                                << " from the root");
@@ -294,16 +294,18 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   }
   shared_->abandoned.insert(seq);
   lk.unlock();
-  const std::string missing = ask_missing(seq);
+  int first_missing = -1;
+  const std::string missing = ask_missing(seq, &first_missing);
   // Ranks whose deadlines fall together time out together; if another one's verdict (or a
   // death) reached this rank meanwhile, that is the group's first cause, so raise it instead.
   abort_->throw_if_raised();
   throw TimeoutError(std::string(what) + " #" + std::to_string(seq) + " timed out: " + missing,
-                     rank_);
+                     rank_, first_missing);
 }
 
-// Asks the root which ranks have not sent allgather `seq`, for the timeout message.
-std::string BootstrapClient::ask_missing(uint64_t seq) {
+// Asks the root which ranks have not sent allgather `seq`, for the timeout message (and the
+// first of them, for the error's culprit).
+std::string BootstrapClient::ask_missing(uint64_t seq, int* first_missing) {
   Deadline d = Deadline::after(kStatusTimeout);
   {
     std::lock_guard<std::mutex> g(send_mu_);
@@ -315,6 +317,7 @@ std::string BootstrapClient::ask_missing(uint64_t seq) {
     auto it = shared_->status.find(seq);
     if (it != shared_->status.end()) {
       std::string text = it->second.text;
+      if (!it->second.missing.empty()) *first_missing = it->second.missing.front();
       shared_->status.erase(it);
       return text;
     }
@@ -323,15 +326,16 @@ std::string BootstrapClient::ask_missing(uint64_t seq) {
   return "the root at " + root_addr_ + " did not say which ranks are missing";
 }
 
-void BootstrapClient::abort(const std::string& reason) {
+void BootstrapClient::abort(const std::string& reason, int culprit) {
+  if (culprit < 0 || culprit >= world_) culprit = rank_;
   {
     std::lock_guard<std::mutex> g(send_mu_);
     if (!abort_sent_) {
       abort_sent_ = true;
-      wire::send_message(fd_.get(), wire::Abort{rank_, reason}, Deadline::after(kAbortSendTimeout));  // best effort
+      wire::send_message(fd_.get(), wire::Abort{rank_, reason, culprit}, Deadline::after(kAbortSendTimeout));  // best effort
     }
   }
-  abort_->raise(rank_, ErrorCode::Remote, "rank " + std::to_string(rank_) + " aborted: " + reason);
+  abort_->raise(culprit, ErrorCode::Remote, "rank " + std::to_string(rank_) + " aborted: " + reason);
 }
 
 }  // namespace bootstrap

@@ -36,7 +36,7 @@ class BootstrapClient final : public Bootstrap {
   const std::vector<std::string>& peer_blobs() const override { return blobs_; }
   std::vector<std::string> allgather(const std::string& blob, Deadline deadline) override;
   void barrier(Deadline deadline) override;
-  void abort(const std::string& reason) override;
+  void abort(const std::string& reason, int culprit = -1) override;
   void on_departure(std::function<void(const Departure&)> listener) override;
   void set_collectives(uint64_t n) override { collectives_.store(n, std::memory_order_relaxed); }
 
@@ -46,7 +46,7 @@ class BootstrapClient final : public Bootstrap {
 
  private:
   std::vector<std::string> gather(const std::string& blob, Deadline deadline, const char* what);
-  std::string ask_missing(uint64_t seq);
+  std::string ask_missing(uint64_t seq, int* first_missing);
   void read_loop();
   [[noreturn]] void fail_root_lost(const std::string& why);
 

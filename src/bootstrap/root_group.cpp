@@ -78,7 +78,9 @@ void RootServer::Impl::on_abort(Conn& c, const wire::Abort& a) {
     return;
   }
   LOG_WARN("actorcc root " << where << ": rank " << c.rank << " aborts the group: " << a.reason);
-  wire::Abort fwd{c.rank, a.reason};  // trust the connection, not the claimed rank
+  // Trust the connection for who aborts, not the claimed rank; the culprit is the aborter's
+  // finding (whom it waited for), kept when it names a rank of the group.
+  wire::Abort fwd{c.rank, a.reason, a.culprit >= 0 && a.culprit < world ? a.culprit : c.rank};
   if (!welcomed && !failure) {
     failure = fwd;
   }

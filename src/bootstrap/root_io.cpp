@@ -173,7 +173,7 @@ void RootServer::Impl::on_timers() {
     std::string msg = rank_list(missing) + " of " + std::to_string(world) + " did not join within " +
                       seconds_text(join_timeout_ms);
     LOG_WARN("actorcc root " << where << ": " << msg);
-    fail_group(wire::JoinFailed{msg});
+    fail_group(wire::JoinFailed{msg, missing.empty() ? -1 : missing.front()});
   }
 }
 

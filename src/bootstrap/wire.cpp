@@ -116,12 +116,16 @@ void put_payload(Writer& w, const AllgatherResult& m) {
 void put_payload(Writer& w, const Abort& m) {
   w.i32(m.rank);
   w.str(m.reason);
+  w.i32(m.culprit);
 }
 void put_payload(Writer& w, const PeerLost& m) {
   w.i32(m.rank);
   w.str(m.reason);
 }
-void put_payload(Writer& w, const JoinFailed& m) { w.str(m.reason); }
+void put_payload(Writer& w, const JoinFailed& m) {
+  w.str(m.reason);
+  w.i32(m.culprit);
+}
 void put_payload(Writer& w, const Bye& m) { w.u64(m.collectives); }
 void put_payload(Writer& w, const Status& m) { w.u64(m.seq); }
 void put_payload(Writer& w, const StatusReply& m) {
@@ -237,6 +241,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
       Abort m;
       m.rank = r.i32();
       m.reason = r.str();
+      m.culprit = r.i32();
       out = std::move(m);
       break;
     }
@@ -247,7 +252,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
       out = std::move(m);
       break;
     }
-    case MsgType::JoinFailed: out = JoinFailed{r.str()}; break;
+    case MsgType::JoinFailed: out = JoinFailed{r.str(), r.i32()}; break;  // braces: read in order
     case MsgType::Bye: out = Bye{r.u64()}; break;
     case MsgType::Status: out = Status{r.u64()}; break;
     case MsgType::StatusReply: {

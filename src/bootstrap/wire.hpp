@@ -21,8 +21,8 @@
 namespace actorcc::wire {
 
 constexpr uint32_t kFrameMagic = 0x41435443;  // "CTCA" on the wire: actorcc control
-constexpr uint16_t kFrameVersion = 2;  // 2: BYE carries a count, PEER_LEFT
-constexpr uint32_t kProtocolVersion = 1;  // bump when message meaning changes
+constexpr uint16_t kFrameVersion = 2;  // 2: BYE's collective count, PEER_LEFT, JOIN_FAILED's culprit
+constexpr uint32_t kProtocolVersion = 2;  // bump when message meaning changes (2: culprits in ABORT, JOIN_FAILED)
 constexpr size_t kHeaderBytes = 12;
 // Bootstrap blobs are peer descriptors (a few KiB); anything near this bound is garbage.
 constexpr uint32_t kMaxPayload = 64u << 20;
@@ -85,8 +85,9 @@ struct AllgatherResult {
   bool operator==(const AllgatherResult&) const = default;
 };
 struct Abort {
-  int32_t rank = -1;
+  int32_t rank = -1;  // the rank that aborts (-1: the root); the root sets it from the connection
   std::string reason;
+  int32_t culprit = -1;  // the rank at fault as the aborting rank knows it (itself, or whom it waited for)
   bool operator==(const Abort&) const = default;
 };
 struct PeerLost {
@@ -96,6 +97,7 @@ struct PeerLost {
 };
 struct JoinFailed {
   std::string reason;
+  int32_t culprit = -1;  // the first rank that did not join, when the join timed out for want of one
   bool operator==(const JoinFailed&) const = default;
 };
 // A clean leave. `collectives`: how many collective calls the leaver issued on the group, so

@@ -30,12 +30,12 @@ void AbortSignal::rethrow() const {
   std::lock_guard<std::mutex> g(mu_);
   const std::string& m = reason_;  // Error adds "rank <self>: " (once, if reason_ lacks it)
   switch (code_) {
-    case ErrorCode::Timeout: throw TimeoutError(m, self_);
+    case ErrorCode::Timeout: throw TimeoutError(m, self_, culprit_);
     case ErrorCode::Remote: throw RemoteError(m, culprit_, self_);
-    case ErrorCode::InvalidArgument: throw InvalidArgument(m, self_);
-    case ErrorCode::Cuda: throw CudaError(m, self_);
-    case ErrorCode::System: throw SystemError(m, self_);
-    default: throw Error(code_, m, self_);
+    case ErrorCode::InvalidArgument: throw InvalidArgument(m, self_, culprit_);
+    case ErrorCode::Cuda: throw CudaError(m, self_, culprit_);
+    case ErrorCode::System: throw SystemError(m, self_, culprit_);
+    default: throw Error(code_, m, self_, culprit_);
   }
 }
 

@@ -33,7 +33,10 @@ const char* to_string(ErrorCode c) noexcept {
   return "unknown";
 }
 
-Error::Error(ErrorCode code, const std::string& message, int rank)
-    : std::runtime_error("actorcc " + std::string(to_string(code)) + " error: " + with_rank(message, rank)), code_(code), rank_(rank) {}
+Error::Error(ErrorCode code, const std::string& message, int rank, int culprit)
+    : std::runtime_error("actorcc " + std::string(to_string(code)) + " error: " + with_rank(message, rank)),
+      code_(code),
+      rank_(rank),
+      culprit_(culprit) {}
 
 }  // namespace actorcc

@@ -75,7 +75,7 @@ std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& ma
     // later one would also list the ranks that gave up meanwhile. So it ends the group with its
     // cause, and the others' setup waits raise that at once.
     out.reset();
-    bs.abort(e.what());
+    bs.abort(e.what(), e.culprit());
     throw;
   } catch (const std::exception& e) {
     out.reset();

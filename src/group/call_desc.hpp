@@ -1,8 +1,9 @@
 // CallDesc: what every rank of a group must agree on for one collective call (collective, count,
 // dtype, op, root), in a fixed 16-byte form that the protocols carry with data they already
 // exchange, so ranks that disagree are caught on every call at no extra round trip (the CPU
-// backend's shm step words: transport/shm/shm_group.hpp). Checked mode (Options::checked) is
-// the exhaustive check over the bootstrap; this one is always on.
+// backend's shm step words: transport/shm/shm_group.hpp; the frames between nodes of the
+// hierarchical CPU backend: transport/tcp/frame.hpp). Checked mode (Options::checked) is the
+// exhaustive check over the bootstrap; this one is always on.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -29,7 +29,7 @@ class SubBootstrap final : public Bootstrap {
   const std::vector<std::string>& peer_blobs() const override { return blobs_; }
   std::vector<std::string> allgather(const std::string& blob, Deadline deadline) override;
   void barrier(Deadline deadline) override { allgather(std::string(), deadline); }
-  void abort(const std::string& reason) override { parent_.abort(reason); }
+  void abort(const std::string& reason, int culprit = -1) override { parent_.abort(reason, culprit); }
   // Departures are the whole group's business: its communicator listens on the parent.
   void on_departure(std::function<void(const Departure&)>) override {}
   void set_collectives(uint64_t) override {}

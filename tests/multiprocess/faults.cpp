@@ -33,19 +33,16 @@ int loop_until_remote_error(Communicator& c, int culprit, const std::string& tag
       }
     }
   } catch (const RemoteError& e) {
+    // Across nodes the first rank whose TCP rail to the dead rank broke may abort the group
+    // before the root's news of the death arrives: its abort carries the dead rank as culprit.
     std::cerr << tag << " got RemoteError culprit=" << e.culprit() << ": " << e.what() << std::endl;
-    if (e.culprit() == culprit) return 0;
-    // Across nodes the first rank whose TCP rail to the dead rank broke aborts the group, and
-    // its abort can reach the others before the root's news of the death: the error then comes
-    // from that rank, with the lost connection to the culprit as its cause.
-    const std::string lost = "connection with rank " + std::to_string(culprit) + " ";
-    return std::string(e.what()).find(lost) != std::string::npos ? 0 : 3;
+    return e.culprit() == culprit ? 0 : 3;
   } catch (const TimeoutError& e) {
     // A stalled (not dead) peer: the first rank to time out names it; the others then get the
     // RemoteError above through the shared abort word, or time out themselves.
-    std::cerr << tag << " got TimeoutError: " << e.what() << std::endl;
+    std::cerr << tag << " got TimeoutError culprit=" << e.culprit() << ": " << e.what() << std::endl;
     const std::string want = "rank(s) " + std::to_string(culprit);
-    return std::string(e.what()).find(want) != std::string::npos ? 0 : 3;
+    return std::string(e.what()).find(want) != std::string::npos && e.culprit() == culprit ? 0 : 3;
   }
 }
 
@@ -162,9 +159,12 @@ int fault_run(const Args& a) {
     }
   } catch (const Error& e) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << tag << " got " << to_string(e.code()) << " after " << s << " s: " << e.what() << std::endl;
+    std::cerr << tag << " got " << to_string(e.code()) << " (culprit " << e.culprit() << ") after " << s
+              << " s: " << e.what() << std::endl;
     if (culprit) return 3;
-    return names_rank(e.what(), a.culprit) ? 0 : 3;
+    // Named in the text and as the error's culprit, however the news came (a timeout here, the
+    // shared abort word, another rank's abort through the root, the root's report of a death).
+    return names_rank(e.what(), a.culprit) && e.culprit() == a.culprit ? 0 : 3;
   }
 }
 

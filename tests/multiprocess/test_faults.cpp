@@ -102,7 +102,7 @@ std::vector<Case> cases() {
   for (const char* f : {"kill", "stop", "exit", "throw"})
     for (const char* ph : {"before_join", "during_join", "large_call", "between_calls"}) v.push_back({4, f, ph});
   for (const char* f : {"kill", "stop", "exit", "throw"})
-    for (const char* ph : {"large_call", "between_calls"}) v.push_back({8, f, ph});
+    for (const char* ph : {"before_join", "during_join", "large_call", "between_calls"}) v.push_back({8, f, ph});
   for (const char* f : {"kill", "stop", "exit", "throw"}) {
     v.push_back({4, f, "during_setup"});
     v.push_back({8, f, "during_setup"});

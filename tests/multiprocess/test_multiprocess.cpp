@@ -217,13 +217,20 @@ TEST(Failure, KilledRankOnAnotherNodeIsNamedByAll) { expect_killed_rank_named("a
 TEST(Failure, KilledRankInAllToAllAcrossNodesIsNamedByAll) { expect_killed_rank_named("abab", "loop_a2a"); }
 
 // Rank 1 stops (SIGSTOP: alive, connected, silent): only the collective's own timeout can
-// catch that. Every other rank must fail within about the timeout, naming rank 1.
-TEST(Failure, StalledRankTimesOutNamingIt) {
+// catch that. Every other rank must fail within about the timeout, naming rank 1, and with
+// rank 1 as the error's culprit() (the worker checks both). `nodes` as above: on "aab" rank 1's
+// node peer times out in shared memory and rank 2 (alone on its node) learns of it only through
+// that rank's abort, which must carry rank 1 as the culprit, not the rank that aborted. (Rank 2
+// waits for rank 0 meanwhile, so its own timeout is made longer: else it could time out first,
+// rightly naming rank 0, the rank it waits for.)
+void expect_stalled_rank_named(const std::string& nodes) {
   const int world = 3;
   const std::string id = new_id();
   Procs p;
   for (int r = 0; r < world; ++r)
-    p.spawn(worker_args(id, r, world, "loop", {"--culprit", "1", "--timeout-ms", "2000"}));
+    p.spawn(worker_args(id, r, world, "loop",
+                        {"--culprit", "1", "--timeout-ms", !nodes.empty() && r == 2 ? "6000" : "2000"}),
+            nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::string("ACTORCC_NODE_ID=") + nodes[r]});
   ASSERT_TRUE(p.wait_for_output({0, 1, 2}, "LOOPING", 60s)) << p.report();
   const auto t0 = Clock::now();
   kill(p[1].pid, SIGSTOP);
@@ -237,6 +244,9 @@ TEST(Failure, StalledRankTimesOutNamingIt) {
   std::cout << p.report();  // the errors the ranks saw, for the log
   EXPECT_TRUE(p.leaked_segments().empty());
 }
+
+TEST(Failure, StalledRankTimesOutNamingIt) { expect_stalled_rank_named(""); }
+TEST(Failure, StalledRankIsTheCulpritAcrossNodes) { expect_stalled_rank_named("aab"); }
 
 // abort() on one rank makes the others raise RemoteError naming it.
 TEST(Failure, AbortIsNamedByTheOthers) {

@@ -18,6 +18,9 @@ MISMATCHES = {
     "root": (("broadcast", 100, "float64", {"root": 1}), ("broadcast", 100, "float64", {"root": 0})),
     "collective": (("all_gather", 64, "float32", {}), ("all_reduce", 64, "float32", {})),
     "barrier": (("barrier", 0, None, {}), ("reduce_scatter", 64, "float32", {})),
+    # A call that moves nothing still meets its peers (else the odd rank would run ahead).
+    "count-zero": (("all_reduce", 0, "float32", {}), ("all_reduce", 512, "float32", {})),
+    "count-zero-others": (("broadcast", 300, "int64", {"root": 0}), ("broadcast", 0, "int64", {"root": 0})),
 }
 
 
@@ -31,7 +34,8 @@ def _call(comm, world, spec):
 
 def mismatch(rank, world, uid, case, odd):
     """Two matching calls, then rank `odd` calls something else: every rank must raise, each
-    message naming both calls. Returns (seconds to the error, type, message)."""
+    message naming both calls. Returns (seconds to the error, type, message, whether it was
+    raised by the mismatched call itself)."""
     theirs, ours = MISMATCHES[case]
     with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
         comm.host_barrier()
@@ -43,7 +47,14 @@ def mismatch(rank, world, uid, case, odd):
                 _call(comm, world, ours)
             _call(comm, world, theirs if rank == odd else ours)
         except actorcc.Error as e:
-            return time.monotonic() - t0, type(e).__name__, str(e)
+            return time.monotonic() - t0, type(e).__name__, str(e), True
+        # Across nodes, a rank whose partners in this call all agreed with it may complete it
+        # (its data came from ranks that made its call); the group is aborted by the rank that
+        # found the disagreement, so its next call raises that error.
+        try:
+            comm.barrier()
+        except actorcc.Error as e:
+            return time.monotonic() - t0, type(e).__name__, str(e), False
     return None
 
 

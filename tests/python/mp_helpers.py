@@ -19,6 +19,7 @@ def _child(fn, rank, world, args, conn, env):
             "mro": [c.__name__ for c in type(e).__mro__],
             "msg": str(e),
             "rank": getattr(e, "rank", None),
+            "culprit": getattr(e, "culprit", None),
             "tb": traceback.format_exc(),
         }
         res = ("err", info)

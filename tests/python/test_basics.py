@@ -106,6 +106,8 @@ def test_join_timeout_names_missing_rank(uid):
     assert time.monotonic() - t0 < 15
     assert isinstance(ei.value, TimeoutError)
     assert "1" in str(ei.value) and "2" in str(ei.value)
+    # The first rank that did not join; the text lists them all.
+    assert ei.value.culprit == 1 and ei.value.observer_rank == 0
 
 
 def test_bfloat16_numpy(uid):

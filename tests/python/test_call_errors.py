@@ -8,10 +8,14 @@ import error_workers
 from mp_helpers import expect_no_failures, run_ranks
 
 
+# nodes: each rank's ACTORCC_NODE_ID ("" for one host). "ab": two virtual nodes of one rank,
+# so only the TCP frames between them can carry the disagreement; "aabb": the odd rank's node
+# peer finds it in shared memory, the other node in a frame (or through the abort).
 @pytest.mark.parametrize("case", sorted(error_workers.MISMATCHES))
-@pytest.mark.parametrize("world,odd", [(2, 1), (3, 2)])
-def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd):
-    res = run_ranks(world, error_workers.mismatch, uid, case, odd, expect_errors=True, timeout=90)
+@pytest.mark.parametrize("world,odd,nodes", [(2, 1, ""), (3, 2, ""), (2, 1, "ab"), (4, 3, "aabb")])
+def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd, nodes):
+    env = (lambda r: {"ACTORCC_NODE_ID": nodes[r]}) if nodes else None
+    res = run_ranks(world, error_workers.mismatch, uid, case, odd, env=env, expect_errors=True, timeout=90)
     theirs, ours = error_workers.MISMATCHES[case]
 
     def text(spec):  # the descriptor as the library prints it, up to the dtype
@@ -20,7 +24,11 @@ def test_mismatched_calls_raise_on_every_rank_naming_both(uid, case, world, odd)
 
     for r, (kind, out) in enumerate(res):
         assert kind == "ok" and out is not None, f"rank {r}: {kind} {out}"
-        secs, typ, msg = out
+        secs, typ, msg, in_call = out
+        # Only a rank on another node than the odd rank may finish the call (it never waited
+        # for anyone who disagreed); its next call raises.
+        assert in_call or (nodes and nodes[r] != nodes[odd]), f"rank {r} completed the mismatched call"
+        assert in_call or typ == "RemoteError", f"rank {r}: {typ}: {msg}"
         # Far below the 30 s call timeout: found at the call's first sync point, not by waiting.
         assert secs < 5, f"rank {r}: {secs:.1f} s: {msg}"
         assert typ in ("InvalidArgumentError", "RemoteError"), f"rank {r}: {typ}: {msg}"

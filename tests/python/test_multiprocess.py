@@ -52,13 +52,24 @@ def test_uid_pickled_to_children():
     assert [p["pid"] for p in infos[0]["peers"]] == [i["pid"] for i in infos]
 
 
-def test_timeout_names_the_missing_rank(uid):
+# nodes: each rank's ACTORCC_NODE_ID ("" for one host). With "abb" rank 2 stalls beside rank 1
+# on node b: rank 1 times out in shared memory and aborts the group through the root, and rank 0
+# (on node a, waiting on its TCP rail for rank 1) learns of it from that abort, which must still
+# name rank 2 as the culprit, not the rank that aborted. Rank 0's own timeout is longer there,
+# else it could time out first, rightly naming rank 1, the rank it waits for.
+@pytest.mark.parametrize("nodes", ["", "abb"])
+def test_timeout_names_the_missing_rank(uid, nodes):
     t0 = time.monotonic()
-    res = run_ranks(3, workers.stall_then_call, uid, 2, 6.0, 2.0, expect_errors=True, timeout=60)
+    env = (lambda r: {"ACTORCC_NODE_ID": nodes[r]}) if nodes else None
+    timeouts = [6.0, 2.0, 2.0] if nodes else 2.0
+    res = run_ranks(3, workers.stall_then_call, uid, 2, 9.0, timeouts, env=env, expect_errors=True, timeout=60)
     for r in (0, 1):
         kind, info = res[r]
         assert kind == "err", res[r]
         assert info["type"] in ("TimeoutError", "RemoteError"), info
+        # .culprit is the stalled rank on every rank: the one that timed out and the one that
+        # was told; RemoteError's .rank is the same.
+        assert info["culprit"] == 2, info
         assert "TimeoutError" in info["mro"] or info["rank"] == 2, info
         assert "2" in info["msg"], info
     assert time.monotonic() - t0 < 40

@@ -344,7 +344,10 @@ def info(rank, world, uid):
 
 def stall_then_call(rank, world, uid, missing_rank, sleep_s, timeout):
     """Every rank but `missing_rank` all-reduces; missing_rank sleeps; returns the elapsed
-    time of the failed call (the error propagates to the parent)."""
+    time of the failed call (the error propagates to the parent). `timeout`: seconds, or a
+    list of them by rank."""
+    if isinstance(timeout, (list, tuple)):
+        timeout = timeout[rank]
     comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=timeout)
     if rank == missing_rank:
         time.sleep(sleep_s)

@@ -92,13 +92,45 @@ TEST(Bootstrap, AbortReachesEveryRankAndWakesWaiters) {
   bs.clear();
 }
 
+// An abort on behalf of another rank (the one this rank's wait timed out on): every rank's
+// RemoteError has that rank as culprit(), the text naming the rank that aborted; a culprit out
+// of the group's range is replaced by the aborting rank (the root checks it too).
+TEST(Bootstrap, AbortCarriesTheCulpritItNames) {
+  for (int claimed : {0, 7}) {
+    UniqueId id = UniqueId::create("127.0.0.1");
+    std::vector<std::unique_ptr<Bootstrap>> bs(3);
+    expect_ok(run_ranks(3, [&](int r) { bs[r] = join(id, r, 3); }));
+    const int want = claimed < 3 ? claimed : 2;
+    auto errs = run_ranks(3, [&](int r) {
+      if (r == 2) {
+        std::this_thread::sleep_for(milliseconds(100));
+        bs[2]->abort("timed out waiting for rank 0", claimed);
+      }
+      try {
+        bs[r]->allgather("x", in(milliseconds(10000)));
+        ADD_FAILURE() << "allgather should fail";
+      } catch (const RemoteError& e) {
+        EXPECT_EQ(e.culprit(), want) << "rank " << r << ": " << e.what();
+        EXPECT_TRUE(contains(e.what(), "rank 2 aborted: timed out waiting for rank 0")) << e.what();
+      }
+    });
+    expect_ok(errs);
+    bs.clear();
+  }
+}
+
 TEST(Bootstrap, AllgatherTimeoutNamesMissingRankAndGroupRecovers) {
   UniqueId id = UniqueId::create("127.0.0.1");
   std::vector<std::unique_ptr<Bootstrap>> bs(3);
   expect_ok(run_ranks(3, [&](int r) { bs[r] = join(id, r, 3); }));
   expect_ok(run_ranks(2, [&](int r) {
-    auto msg = expect_throw<TimeoutError>([&] { bs[r]->allgather("a", in(milliseconds(300))); });
-    EXPECT_TRUE(contains(msg, "rank 2 of 3 has not arrived")) << msg;
+    try {
+      bs[r]->allgather("a", in(milliseconds(300)));
+      ADD_FAILURE() << "allgather should time out";
+    } catch (const TimeoutError& e) {
+      EXPECT_TRUE(contains(e.what(), "rank 2 of 3 has not arrived")) << e.what();
+      EXPECT_EQ(e.culprit(), 2);
+    }
   }));
   // Rank 2 catches up: its allgather #0 completes with the blobs the others sent, and the
   // sequence stays aligned for the next collective.

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <variant>
 #include <functional>
 #include <limits>
 #include <random>
@@ -184,6 +186,34 @@ TEST(BootstrapLimits, AcceptFailureBacksOffInsteadOfSpinning) {
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0) << "the root spun on the listener while out of descriptors";
+}
+
+// Item 5, the log: a flood of strangers (here 40 HELLOs with a wrong token, each rejected)
+// writes at most 5 lines about them per 10 s window, not one each; the group still forms.
+TEST(BootstrapLimits, StrangerLinesAreRateLimited) {
+  UniqueId id = UniqueId::create("127.0.0.1");
+  std::FILE* captured = std::tmpfile();
+  ASSERT_NE(captured, nullptr);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(captured), 2);
+  int rejected = 0;
+  for (int i = 0; i < 40; ++i) {
+    wire::Hello h = hello_for(id, 0, 2);
+    h.token[0] ^= 0x5a;
+    rejected += std::holds_alternative<wire::Reject>(raw_exchange(id, h)) ? 1 : 0;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::rewind(captured);
+  int lines = 0;
+  for (char buf[4096]; std::fgets(buf, sizeof buf, captured);) lines += contains(buf, "wrong token") ? 1 : 0;
+  std::fclose(captured);
+  EXPECT_EQ(rejected, 40);
+  EXPECT_GE(lines, 1) << "the first stranger must be logged";
+  EXPECT_LE(lines, 5) << "one log line per stranger: the log is not rate-limited";
+  expect_ok(run_ranks(2, [&](int r) { join(id, r, 2)->barrier(in(milliseconds(5000))); }));
 }
 
 // Item 12: a blob beyond its share of the frame bound is refused on the caller before anything

@@ -108,11 +108,19 @@ TEST(TcpFrame, HelloRoundTripsAndEveryFieldIsChecked) {
   EXPECT_FALSE(tcp::decode_hello(bad.data(), &why));
   EXPECT_NE(why.find("version 9"), std::string::npos) << why;
 
-  auto f = tcp::encode(tcp::FrameHeader{0x1122334455667788ULL, 12345});
+  CallDesc call;
+  call.count = 0x0102030405060708ULL;
+  call.root = -7;
+  call.coll = 3;
+  call.dtype = 4;
+  call.op = 5;
+  call.valid = 1;
+  auto f = tcp::encode(tcp::FrameHeader{0x1122334455667788ULL, 12345, call});
   auto fb = tcp::decode_frame_header(f.data());
   ASSERT_TRUE(fb);
   EXPECT_EQ(fb->tag, 0x1122334455667788ULL);
   EXPECT_EQ(fb->length, 12345u);
+  EXPECT_TRUE(fb->call == call);
   f[5] = 1;  // reserved
   EXPECT_FALSE(tcp::decode_frame_header(f.data()));
 }
@@ -209,6 +217,43 @@ TEST(TcpTransport, MismatchedSizeOrTagIsNamedBeforeThePayloadIsRead) {
       << err[1];
 }
 
+// Ranks on different nodes that disagree on a collective: the frame carries the sender's call
+// descriptor, so the receiver names both calls (not only sizes and tags) and the sender as the
+// culprit, before a payload byte lands; equal sizes and tags (an op or a dtype of the same width)
+// are caught too.
+TEST(TcpTransport, DifferentCallsAreNamedFromTheFrameHeader) {
+  Group g;
+  int culprit = -2;
+  auto err = on_ranks(g, 2, [&](Rank& me) {
+    int r = me.bs->rank();
+    tcp::Pair& p = me.mesh->pair(1 - r);
+    CollArgs a;
+    a.coll = Collective::AllReduce;
+    a.count = 64;
+    a.dtype = DataType::Float32;
+    a.op = r == 0 ? RedOp::Max : RedOp::Sum;
+    std::vector<uint8_t> buf(256, 0xEE);
+    if (r == 0) {
+      p.send(buf.data(), buf.size(), 9, in(milliseconds(5000)), me.abort.get(), CallDesc::of(a));
+      return;
+    }
+    try {
+      p.recv(buf.data(), buf.size(), 9, in(milliseconds(5000)), me.abort.get(), CallDesc::of(a));
+    } catch (const InvalidArgument& e) {
+      culprit = e.culprit();
+      for (uint8_t b : buf)
+        if (b != 0xEE) throw std::runtime_error("payload written although the calls differ");
+      throw;
+    }
+  });
+  EXPECT_EQ(err[0], "");
+  EXPECT_EQ(culprit, 0);
+  EXPECT_NE(err[1].find("rank 1: mismatched collectives: rank 0 called all_reduce(count=64, float32, max), rank 1 "
+                        "called all_reduce(count=64, float32, sum)"),
+            std::string::npos)
+      << err[1];
+}
+
 TEST(TcpTransport, SilentPeerTimesOutNamingIt) {
   Group g;
   auto err = on_ranks(g, 2, [&](Rank& me) {
@@ -221,6 +266,7 @@ TEST(TcpTransport, SilentPeerTimesOutNamingIt) {
       } catch (const TimeoutError& e) {
         auto ms = duration_cast<milliseconds>(steady_clock::now() - t0).count();
         if (ms < 250 || ms > 2000) throw std::runtime_error("timed out after " + std::to_string(ms) + " ms");
+        if (e.culprit() != 0) throw std::runtime_error("culprit " + std::to_string(e.culprit()) + ", not rank 0");
         throw;
       }
     }

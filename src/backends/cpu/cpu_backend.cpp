@@ -29,30 +29,23 @@ class CpuBackend final : public BackendImpl {
     // Point-to-point based calls run even with nothing to move: the empty message still lets
     // the receiver check that the sender agreed on the size.
     if (is_p2p_based(a.coll)) return cpu::send_recv(*group_, a);
-    // Every call below with something to move runs through sync points, the first of which
-    // compares this descriptor with every peer's (mismatch detection, always on).
-    if (a.coll == Collective::Barrier || a.count != 0) group_->begin_call(CallDesc::of(a));
+    // Every call below runs through sync points, the first of which compares this descriptor
+    // with every peer's (mismatch detection, always on). A call with nothing to move still
+    // meets its peers once, so a rank whose peers made another call is caught there too.
+    group_->begin_call(CallDesc::of(a));
+    if (a.coll == Collective::Barrier || a.count == 0) {
+      group_->sync(a.coll == Collective::Barrier ? "barrier" : "a call with count 0");
+      return;
+    }
     switch (a.coll) {
-      case Collective::Barrier:
-        group_->sync("barrier");
-        return;
       case Collective::AllReduce:
-        if (a.count == 0) return;
         if (oneshot(a.count * dtype_size(a.dtype))) cpu::all_reduce_oneshot(*group_, a);
         else cpu::all_reduce_twoshot(*group_, a);
         return;
-      case Collective::ReduceScatter:
-        if (a.count != 0) cpu::reduce_scatter(*group_, a);
-        return;
-      case Collective::AllGather:
-        if (a.count != 0) cpu::all_gather(*group_, a);
-        return;
-      case Collective::Broadcast:
-        if (a.count != 0) cpu::broadcast(*group_, a, local_of(a.root));
-        return;
-      case Collective::Reduce:
-        if (a.count != 0) cpu::all_reduce_oneshot(*group_, a, local_of(a.root));
-        return;
+      case Collective::ReduceScatter: cpu::reduce_scatter(*group_, a); return;
+      case Collective::AllGather: cpu::all_gather(*group_, a); return;
+      case Collective::Broadcast: cpu::broadcast(*group_, a, local_of(a.root)); return;
+      case Collective::Reduce: cpu::all_reduce_oneshot(*group_, a, local_of(a.root)); return;
       default: break;  // the point-to-point based calls, above
     }
     throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);

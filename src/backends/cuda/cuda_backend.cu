@@ -371,7 +371,7 @@ class CudaBackend final : public BackendImpl {
     }
     if (!msg.empty() && !told_group_.exchange(true)) {
       LOG_ERROR(msg << " (the call's output is incomplete; this communicator now raises this error)");
-      ctx_.bootstrap->abort(msg);
+      ctx_.bootstrap->abort(msg, peer);  // every rank's error names the peer as culprit
     }
     return true;
   }

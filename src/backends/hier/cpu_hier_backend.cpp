@@ -35,7 +35,7 @@ class CpuHierBackend final : public BackendImpl {
     g_.mesh = mesh_.get();
     g_.helper = &helper_;
     g_.abort = ctx.abort.get();
-    g_.fail_group = [this](const std::string& why) { fail_group(why); };
+    g_.fail_group = [this](const std::exception& e) { fail_group(e); };
     g_.timeout = ctx.options.timeout;
     LOG_INFO("rank " << ctx.rank << ": CPU across " << g_.layout.num_nodes() << " nodes, "
                      << (g_.rails.note.empty() ? "one TCP rail per local index" : "a TCP rail of node leaders") << ", "
@@ -50,9 +50,13 @@ class CpuHierBackend final : public BackendImpl {
       if (is_p2p_based(a.coll)) return cpu::hier_send_recv(g_, a);
       if (!cpu::hier_serves(a.coll))
         throw InvalidArgument("unknown collective " + std::to_string(static_cast<int>(a.coll)), ctx_.rank);
+      // The call as every rank must agree on it: compared with the node's ranks at the first
+      // sync (shm flag blocks), with the other nodes' in every frame between them.
+      g_.call = CallDesc::of(a);
+      node_->begin_call(g_.call);
       cpu::hier_collective(g_, a);
     } catch (const Error& e) {
-      fail_group(e.what());
+      fail_group(e);
       throw;
     }
   }
@@ -65,15 +69,23 @@ class CpuHierBackend final : public BackendImpl {
   // A step that failed leaves the group mid-collective. Poison it for everyone, with the
   // cause: node peers stop through the shared-memory abort word, the other nodes through
   // the bootstrap (a cut link may leave them waiting on a rail until their own timeout).
-  void fail_group(const std::string& why) {
+  // Sent even when this rank's signal is raised already: a node step that failed here (a
+  // timeout, a mismatch, a node peer's abort word) raised it without telling the other nodes.
+  // The error's culprit (the peer it waited for, the one whose connection broke) travels
+  // with it, so every rank's error names that rank as culprit(), not this one.
+  void fail_group(const std::exception& e) {
     std::lock_guard<std::mutex> l(fail_mu_);  // the helper thread and this one may both fail
-    ctx_.abort_group(why);
+    if (told_) return;
+    told_ = true;
+    const auto* known = dynamic_cast<const Error*>(&e);
+    ctx_.bootstrap->abort(e.what(), known ? known->culprit() : -1);
   }
 
   GroupContext& ctx_;
   std::unique_ptr<ShmGroup> node_;
   std::unique_ptr<tcp::Mesh> mesh_;
   std::mutex fail_mu_;
+  bool told_ = false;  // the group has been told of this rank's failure
   cpu::HierGroup g_;
   // Last: joined before the transports it uses go away.
   cpu::NetHelper helper_;

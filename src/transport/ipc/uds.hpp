@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/deadline.hpp"
-#include "transport/ipc/vmm.hpp"
+#include "common/unique_fd.hpp"
 
 namespace actorcc::ipc {
 

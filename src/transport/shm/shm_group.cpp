@@ -34,7 +34,8 @@ struct alignas(64) ShmGroup::Flag {
   std::atomic<uint32_t> bell;      // doorbell of point-to-point transfers (ShmGroup::ring)
   std::atomic<uint32_t> bell_sleepers;
   // The descriptor of this rank's described call number `seq` (ShmGroup::begin_call), in slot
-  // seq % 2: written before the call's first step, read by peers after they saw that step.
+  // seq % 2: written before the call's first step (seq last, with release), read by peers
+  // while they wait for that step or after they saw it.
   struct Described {
     std::atomic<uint64_t> seq, w0, w1;
   } desc[2];
@@ -277,6 +278,9 @@ bool ShmGroup::wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleep
 // seq + 2, which needs a sync point of call seq + 1, which this rank has not reached yet. And
 // the peer's step reaching this rank's target means the peer is in the same call: every earlier
 // call matched (else it had failed), so both ranks passed the same number of sync points.
+// The first sync also compares while it waits, as soon as the peer has begun the call: a peer
+// whose call differs may never come to this sync point (on the hierarchical backend its first
+// step may be a network step, waiting for a rank that is itself waiting here).
 void ShmGroup::begin_call(const CallDesc& d) {
   uint64_t w[2];
   std::memcpy(w, &d, sizeof w);
@@ -284,17 +288,21 @@ void ShmGroup::begin_call(const CallDesc& d) {
   Flag::Described& slot = flags_[me_].desc[++described_ & 1];
   slot.w0.store(w[0], std::memory_order_relaxed);
   slot.w1.store(w[1], std::memory_order_relaxed);
-  slot.seq.store(described_, std::memory_order_relaxed);  // published by the step store (seq_cst)
+  slot.seq.store(described_, std::memory_order_release);  // the words before it
   compare_next_sync_ = n_ > 1;
 }
 
-void ShmGroup::compare_call(int p) {
+bool ShmGroup::peer_call(int p, CallDesc* theirs) const {
   const Flag::Described& slot = flags_[p].desc[described_ & 1];
-  if (slot.seq.load(std::memory_order_acquire) != described_) return;  // a call without a descriptor
+  if (slot.seq.load(std::memory_order_acquire) != described_) return false;  // not begun, or no descriptor
   const uint64_t w[2] = {slot.w0.load(std::memory_order_relaxed), slot.w1.load(std::memory_order_relaxed)};
+  std::memcpy(theirs, w, sizeof w);
+  return true;
+}
+
+void ShmGroup::compare_call(int p) {
   CallDesc theirs;
-  std::memcpy(&theirs, w, sizeof w);
-  if (theirs == mine_) return;
+  if (!peer_call(p, &theirs) || theirs == mine_) return;
   const int who = ctx_.local_ranks[p];
   fail(ErrorCode::InvalidArgument, who,
        "rank " + std::to_string(ctx_.rank) + ": mismatched collectives: rank " + std::to_string(who) + " called " +
@@ -315,11 +323,14 @@ void ShmGroup::sync(const char* what) {
   for (int p = 0; p < n_; ++p) {
     if (p == me_) continue;
     Flag& f = flags_[p];
-    bool left = false;  // the peer closed its communicator before reaching this step
+    bool left = false;     // the peer closed its communicator before reaching this step
+    bool differs = false;  // the peer has begun another call than this rank's (compare_call fails)
     auto done = [&](uint32_t v) {
       if (reached(v, target)) return true;
       left = f.left.load(std::memory_order_acquire) != 0;
-      return left;
+      CallDesc theirs;
+      differs = compare && peer_call(p, &theirs) && theirs != mine_;
+      return left || differs;
     };
     if (!wait_on(f.step, f.sleepers, dl, done)) throw_timeout(what, target);
     if (left && !reached(f.step.load(std::memory_order_acquire), target)) {
@@ -355,9 +366,9 @@ bool ShmGroup::wait_bell(uint32_t seen, Deadline dl) {
 
 void ShmGroup::fail(ErrorCode code, int culprit, const std::string& msg) {
   ctx_.abort->raise(culprit, code, msg);
-  if (code == ErrorCode::Timeout) throw TimeoutError(msg, ctx_.rank);
-  if (code == ErrorCode::InvalidArgument) throw InvalidArgument(msg, ctx_.rank);
-  throw Error(code, msg, ctx_.rank);
+  if (code == ErrorCode::Timeout) throw TimeoutError(msg, ctx_.rank, culprit);
+  if (code == ErrorCode::InvalidArgument) throw InvalidArgument(msg, ctx_.rank, culprit);
+  throw Error(code, msg, ctx_.rank, culprit);
 }
 
 void ShmGroup::throw_timeout(const char* what, uint32_t target) {
@@ -370,8 +381,9 @@ void ShmGroup::throw_timeout(const char* what, uint32_t target) {
                           " waiting for rank(s) " + list(missing);
   // The group cannot continue after a partial collective: poison it for everyone (local
   // peers stop through the abort word, naming the first missing rank) and for later calls.
-  ctx_.abort->raise(missing.empty() ? -1 : missing.front(), ErrorCode::Timeout, msg);
-  throw TimeoutError(msg, ctx_.rank);
+  const int culprit = missing.empty() ? -1 : missing.front();
+  ctx_.abort->raise(culprit, ErrorCode::Timeout, msg);
+  throw TimeoutError(msg, ctx_.rank, culprit);
 }
 
 }  // namespace actorcc

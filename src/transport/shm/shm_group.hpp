@@ -99,6 +99,8 @@ class ShmGroup {
   void raise_shared_abort() noexcept;  // from the AbortSignal listener
   [[noreturn]] void throw_timeout(const char* what, uint32_t target);
   void compare_call(int p);  // fails if local peer p's current call differs from ours
+  // Local peer p's descriptor of this rank's current call, once p has begun that call.
+  bool peer_call(int p, CallDesc* theirs) const;
   template <typename Done>
   bool wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Deadline dl, Done done);
 

@@ -75,6 +75,9 @@ std::array<uint8_t, kFrameHeaderBytes> encode(const FrameHeader& f) {
   put<uint32_t>(p, 0);
   put<uint64_t>(p, f.tag);
   put<uint64_t>(p, f.length);
+  put<uint64_t>(p, f.call.count);
+  put<int32_t>(p, f.call.root);
+  for (uint8_t b : {f.call.coll, f.call.dtype, f.call.op, f.call.valid}) *p++ = b;
   return out;
 }
 
@@ -84,6 +87,12 @@ std::optional<FrameHeader> decode_frame_header(const uint8_t* bytes) {
   FrameHeader f;
   f.tag = get<uint64_t>(p);
   f.length = get<uint64_t>(p);
+  f.call.count = get<uint64_t>(p);
+  f.call.root = get<int32_t>(p);
+  f.call.coll = *p++;
+  f.call.dtype = *p++;
+  f.call.op = *p++;
+  f.call.valid = *p++;
   return f;
 }
 

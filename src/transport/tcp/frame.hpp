@@ -6,7 +6,10 @@
 //    hello does not match is closed before it is given a slot.
 //  - FrameHeader: before every message. The receiver has posted a buffer of known size and
 //    knows the tag it expects; a header with another tag or length is a protocol error
-//    (ranks called different collectives), reported without reading the payload.
+//    (ranks called different collectives), reported without reading the payload. It also
+//    carries the sender's call descriptor (group/call_desc.hpp; all zeros outside a
+//    collective), so ranks on different nodes that disagree on a call are caught at the first
+//    frame between them and named with both calls, at 16 bytes per frame.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -15,12 +18,13 @@
 #include <string>
 
 #include "bootstrap/wire.hpp"
+#include "group/call_desc.hpp"
 
 namespace actorcc::tcp {
 
 inline constexpr uint32_t kHelloMagic = 0x50544341;  // "ACTP"
 inline constexpr uint32_t kFrameMagic = 0x46544341;  // "ACTF"
-inline constexpr uint16_t kTransportVersion = 1;
+inline constexpr uint16_t kTransportVersion = 2;  // 2: the call descriptor in FrameHeader
 
 struct Hello {
   wire::Token token{};
@@ -40,8 +44,9 @@ std::string check_hello(const Hello& h, const wire::Token& token, int self, int 
 struct FrameHeader {
   uint64_t tag = 0;
   uint64_t length = 0;
+  CallDesc call{};
 };
-inline constexpr size_t kFrameHeaderBytes = 4 + 4 + 8 + 8;
+inline constexpr size_t kFrameHeaderBytes = 4 + 4 + 8 + 8 + 8 + 4 + 4;
 
 std::array<uint8_t, kFrameHeaderBytes> encode(const FrameHeader& f);
 std::optional<FrameHeader> decode_frame_header(const uint8_t* bytes);

@@ -114,7 +114,7 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
     if (!missing.empty() && deadline.expired())
       throw TimeoutError("TCP transport connections from rank(s) " + list(missing) +
                              " did not arrive in time (listening on " + addr_.to_string() + ")",
-                         self);
+                         self, *missing.begin());
   }
   return done;
 }

@@ -31,7 +31,7 @@ net::Fd dial(const net::SockAddr& addr, const wire::Token& token, int self, int 
   if (io.status == net::IoStatus::Ok) io = net::recv_all(fd.get(), answer, sizeof(answer), deadline, abort);
   if (io.status == net::IoStatus::Aborted) abort->rethrow();
   if (io.status == net::IoStatus::Timeout)
-    throw TimeoutError(where + " did not answer the TCP transport hello in time", self);
+    throw TimeoutError(where + " did not answer the TCP transport hello in time", self, peer);
   if (io.status != net::IoStatus::Ok)
     throw RemoteError(where + " closed the TCP transport connection during its hello: " + io.detail,
                       peer, self);

@@ -17,12 +17,13 @@ namespace actorcc::tcp {
 Pair::Pair(net::Fd fd, int self, int peer, std::string peer_address)
     : fd_(std::move(fd)), self_(self), peer_(peer), address_(std::move(peer_address)) {}
 
-void Pair::send(const void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort) {
-  exchange(this, data, n, nullptr, nullptr, 0, tag, deadline, abort);
+void Pair::send(const void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort,
+                const CallDesc& call) {
+  exchange(this, data, n, nullptr, nullptr, 0, tag, deadline, abort, call);
 }
 
-void Pair::recv(void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort) {
-  exchange(nullptr, nullptr, 0, this, data, n, tag, deadline, abort);
+void Pair::recv(void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort, const CallDesc& call) {
+  exchange(nullptr, nullptr, 0, this, data, n, tag, deadline, abort, call);
 }
 
 // A batch's messages as resumable byte counters over header + payload. Each (pair,
@@ -34,7 +35,7 @@ class Transfers {
     for (size_t i = 0; i < xs_.size(); ++i) {
       const Transfer& x = xs_[i];
       if (!x.pair->broken_.empty()) rethrow_broken(*x.pair);
-      st_[i].hdr = encode(FrameHeader{x.tag, x.bytes});
+      st_[i].hdr = encode(FrameHeader{x.tag, x.bytes, x.call});
       queue(x.pair, x.send).push_back(i);
     }
   }
@@ -114,10 +115,15 @@ class Transfers {
     Pair& p = *x.pair;
     auto h = decode_frame_header(st_[i].hdr.data());
     if (!h) fail(p, ErrorCode::Remote, "garbled stream from rank " + std::to_string(p.peer()) + " (bad frame header)");
-    if (h->tag != x.tag || h->length != x.bytes) {
+    if (h->call != x.call || h->tag != x.tag || h->length != x.bytes) {
+      const std::string me = std::to_string(p.self()), them = std::to_string(p.peer());
       try {
+        if (h->call != x.call)
+          fail(p, ErrorCode::InvalidArgument,
+               "rank " + me + ": mismatched collectives: rank " + them + " called " + call_text(h->call) + ", rank " +
+                   me + " called " + call_text(x.call) + " (found in a TCP frame from rank " + them + ")");
         fail(p, ErrorCode::InvalidArgument,
-             "rank " + std::to_string(p.peer()) + " sent a message of " + std::to_string(h->length) + " bytes (tag " +
+             "rank " + them + " sent a message of " + std::to_string(h->length) + " bytes (tag " +
                  std::to_string(h->tag) + ") where " + std::to_string(x.bytes) + " bytes (tag " + std::to_string(x.tag) +
                  ") were expected: the ranks called different collectives or sizes");
       } catch (const InvalidArgument& e) {
@@ -125,6 +131,9 @@ class Transfers {
       }
     }
   }
+
+  // A point-to-point message belongs to no collective call.
+  static std::string call_text(const CallDesc& d) { return d.valid ? d.text() : "a point-to-point transfer"; }
 
   [[noreturn]] void lost(Pair& p, const char* doing, const std::string& why) {
     const std::string what = "TCP connection with rank " + std::to_string(p.peer()) + " (" + p.peer_address() +
@@ -174,8 +183,8 @@ class Transfers {
 
   [[noreturn]] static void rethrow_broken(const Pair& p) {
     switch (static_cast<ErrorCode>(p.broken_code_)) {
-      case ErrorCode::Timeout: throw TimeoutError(p.broken_, p.self());
-      case ErrorCode::InvalidArgument: throw InvalidArgument(p.broken_, p.self());
+      case ErrorCode::Timeout: throw TimeoutError(p.broken_, p.self(), p.peer());
+      case ErrorCode::InvalidArgument: throw InvalidArgument(p.broken_, p.self(), p.peer());
       case ErrorCode::System: throw SystemError(p.broken_, p.self());
       default: throw RemoteError(p.broken_, p.peer(), p.self());
     }
@@ -194,10 +203,10 @@ void transfer(const std::vector<Transfer>& xs, Deadline deadline, const AbortSig
 }
 
 void exchange(Pair* to, const void* send_data, size_t send_n, Pair* from, void* recv_data, size_t recv_n, uint64_t tag,
-              Deadline deadline, const AbortSignal* abort) {
+              Deadline deadline, const AbortSignal* abort, const CallDesc& call) {
   std::vector<Transfer> xs;
-  if (to) xs.push_back({to, true, const_cast<void*>(send_data), send_n, tag});
-  if (from) xs.push_back({from, false, recv_data, recv_n, tag});
+  if (to) xs.push_back({to, true, const_cast<void*>(send_data), send_n, tag, call});
+  if (from) xs.push_back({from, false, recv_data, recv_n, tag, call});
   transfer(xs, deadline, abort);
 }
 

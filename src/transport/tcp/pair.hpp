@@ -13,6 +13,7 @@
 #include "actorcc/error.hpp"
 #include "common/abort_signal.hpp"
 #include "common/deadline.hpp"
+#include "group/call_desc.hpp"
 
 namespace actorcc::tcp {
 
@@ -29,8 +30,10 @@ class Pair {
   // The first failure of this pair ("" while it works).
   const std::string& broken() const { return broken_; }
 
-  void send(const void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort);
-  void recv(void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort);
+  void send(const void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort,
+            const CallDesc& call = {});
+  void recv(void* data, size_t n, uint64_t tag, Deadline deadline, const AbortSignal* abort,
+            const CallDesc& call = {});
 
  private:
   friend class Transfers;
@@ -42,22 +45,25 @@ class Pair {
   int broken_code_ = 0;  // ErrorCode of the first failure
 };
 
-// One message of a batch: sent to or received from `pair`, framed with `tag`.
+// One message of a batch: sent to or received from `pair`, framed with `tag` and `call` (the
+// collective call it belongs to; a received frame must carry the same one).
 struct Transfer {
   Pair* pair = nullptr;
   bool send = true;
   void* data = nullptr;  // read for a send, written for a recv
   size_t bytes = 0;
   uint64_t tag = 0;
+  CallDesc call{};
 };
 
-// A received frame whose tag or length differs from what the receiver posted (the ranks
+// A received frame whose call, tag or length differs from what the receiver posted (the ranks
 // called different collectives, sizes or types). Carries both sides, so a caller that knows
-// what its tags mean can say so in its own words; the pair is broken afterwards.
+// what its tags mean can say so in its own words; the pair is broken afterwards. A differing
+// call descriptor is reported first, naming both calls. culprit(): the peer.
 class FrameMismatch : public InvalidArgument {
  public:
   FrameMismatch(const std::string& m, int rank, int peer, uint64_t sent_tag, uint64_t sent_bytes)
-      : InvalidArgument(m, rank), peer(peer), sent_tag(sent_tag), sent_bytes(sent_bytes) {}
+      : InvalidArgument(m, rank, peer), peer(peer), sent_tag(sent_tag), sent_bytes(sent_bytes) {}
   int peer;
   uint64_t sent_tag, sent_bytes;
 };
@@ -75,6 +81,6 @@ void transfer(const std::vector<Transfer>& xs, Deadline deadline, const AbortSig
 // InvalidArgument (the peer sent another message than the one expected: the ranks called
 // different collectives), or the AbortSignal's error.
 void exchange(Pair* to, const void* send_data, size_t send_n, Pair* from, void* recv_data, size_t recv_n, uint64_t tag,
-              Deadline deadline, const AbortSignal* abort);
+              Deadline deadline, const AbortSignal* abort, const CallDesc& call = {});
 
 }  // namespace actorcc::tcp

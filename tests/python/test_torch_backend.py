@@ -23,8 +23,6 @@ def test_device_backend_string_with_a_tcp_store():
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 
 
-@pytest.mark.skipif(TORCH < (2, 6), reason="torch 2.5: DDP's constructor waits forever in _verify_param_shape_across_processes "
-                           "with this Python process group (not diagnosed yet)")
 @pytest.mark.parametrize("with_hook", [False, True])
 def test_ddp_matches_single_process(with_hook):
     expect_no_failures(run_ranks(2, torch_workers.ddp, free_port(), 5, with_hook, timeout=300))

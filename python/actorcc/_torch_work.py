@@ -159,16 +159,16 @@ class HostQueue:
 class DeviceWork(_Work):
     """A CUDA call enqueued on the caller's stream (event recorded after it)."""
 
-    def __init__(self, result, check):
+    def __init__(self, result, device, check):
         super().__init__(result)
+        self._stream = torch.cuda.current_stream(device)  # the one the call was enqueued on
         self._event = torch.cuda.Event()
-        self._event.record()
-        self._stream = torch.cuda.current_stream()
+        self._event.record(self._stream)
         self._check = check
         self._complete()
 
     def wait(self, timeout=None):
-        cur = torch.cuda.current_stream()
+        cur = torch.cuda.current_stream(self._stream.device)
         if cur != self._stream:
             cur.wait_event(self._event)
         self._check()

@@ -230,7 +230,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
             self._host_queue().submit(lambda: call(comm), [work])
             return work
         call(comm)
-        return DeviceWork(result, comm.check)
+        return DeviceWork(result, ref.device, comm.check)
 
     def _routed_elsewhere(self, t):
         """Whether tensor t goes to the group's other CPU backend (cpu:gloo,cuda:actorcc)."""

@@ -9,7 +9,9 @@ GPU) each run in one process with two groups over the same ranks: the world on b
   - DDP on a small model for N steps, plain and with a comm hook, and FSDP2 (fully_shard):
     the parameters identical on every rank and equal to a single-process run;
   - the time of a DDP step (a 4-layer MLP) and of dist.all_reduce at a few sizes, the two
-    backends in turn in the same processes.
+    backends in turn in the same processes;
+  - (CUDA) a rank that skips a call on a group of 2 s timeout: the other's pending Work
+    raises from is_completed(), naming it.
 It prints each rank's failures, a table of the times and one line
   TORCH-DEVICE PASS|FAIL ranks=W ...
 and writes the numbers as JSON with --json. --device cpu runs the same on CPU tensors with
@@ -72,6 +74,47 @@ def _ddp_step_time(group, device, rank):
     return _timed(step, 5, device)
 
 
+def _raised(work, seconds):
+    """The error work.is_completed() raises within `seconds` (None: it completed, or not yet)."""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            work.is_completed()
+            time.sleep(0.01)
+    except Exception as e:  # noqa: BLE001 - the error under test
+        return e
+    return None
+
+
+def _stalled_peer(rank, device):
+    """On a group of 2 s timeout, rank 1 skips a call: rank 0's pending Work must raise from
+    is_completed() (its kernel gave up) naming rank 1 within ~4 s, and rank 1's next call
+    must fail too (the group was aborted). Returns the failures."""
+    import torch
+    import torch.distributed as dist
+    from datetime import timedelta
+    g = dist.new_group(backend="actorcc", timeout=timedelta(seconds=2))
+    x = torch_workers._values(rank, 990, 4099, torch.float32, device)
+    dist.all_reduce(x, group=g)  # the communicator exists on both ranks before the stall
+    torch.cuda.synchronize()
+    fails = []
+    if rank == 0:
+        t0 = time.monotonic()
+        e = _raised(dist.all_reduce(x, group=g, async_op=True), 8)
+        if e is None or "rank 1" not in str(e) or time.monotonic() - t0 > 6:
+            fails.append(f"stalled peer: rank 0's Work after {time.monotonic() - t0:.1f} s: {e!r}")
+    elif rank == 1:
+        time.sleep(4)
+    if rank in (0, 1):
+        try:  # raises at once (the abort is known) or once its kernel gives up
+            e = _raised(dist.all_reduce(x, group=g, async_op=True), 4)
+        except Exception as err:  # noqa: BLE001 - expected: the group was aborted
+            e = err
+        if e is None:
+            fails.append(f"stalled peer: rank {rank}'s call after the abort did not fail")
+    return fails
+
+
 def rank_main(rank, world, port, device_kind, steps):
     import torch
     import torch.distributed as dist
@@ -103,7 +146,8 @@ def rank_main(rank, world, port, device_kind, steps):
             dist.barrier()
             t = _timed(lambda: dist.all_reduce(x, group=g), iters, device)
             out["all_reduce_us"].setdefault(str(nbytes), {})[name] = round(t * 1e6, 1)
-    dist.barrier()
+    if device_kind == "cuda":
+        out["fails"]["actorcc"] += _stalled_peer(rank, device)
     dist.destroy_process_group()
     return out
 
@@ -163,11 +207,11 @@ def main():
         summary["ddp_step_ms"] = {n: max(o["ddp_step_ms"][n] for o in outs) for n in names}
         summary["all_reduce_us"] = {s: {n: max(o["all_reduce_us"][s][n] for o in outs) for n in names}
                                     for s in outs[0]["all_reduce_us"]}
-        print(f"{'':>18}" + "".join(f"{n:>12}" for n in names) + f"{'ratio':>8}")
-        print(f"{'DDP step (ms)':>18}" + "".join(f"{summary['ddp_step_ms'][n]:>12}" for n in names)
+        print(f"{'':>24}" + "".join(f"{n:>12}" for n in names) + f"{'ratio':>8}")
+        print(f"{'DDP step (ms)':>24}" + "".join(f"{summary['ddp_step_ms'][n]:>12}" for n in names)
               + f"{summary['ddp_step_ms'][names[0]] / summary['ddp_step_ms'][names[1]]:>8.2f}")
         for s, by in summary["all_reduce_us"].items():
-            print(f"{'all_reduce ' + _size(int(s)) + ' (us)':>18}" + "".join(f"{by[n]:>12}" for n in names)
+            print(f"{'all_reduce ' + _size(int(s)) + ' (us)':>24}" + "".join(f"{by[n]:>12}" for n in names)
                   + f"{by[names[0]] / by[names[1]]:>8.2f}")
     ok = not bad and nfail == 0 and len(outs) == a.ranks
     if a.json:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_workers  # noqa: E402
+from conftest import free_port  # noqa: E402
 from mp_helpers import run_ranks  # noqa: E402
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)  # all_reduce bytes (float32)
@@ -152,12 +152,6 @@ def rank_main(rank, world, port, device_kind, steps):
     return out
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=2)
@@ -184,7 +178,7 @@ def main():
         return e
 
     t0 = time.monotonic()
-    res = run_ranks(a.ranks, rank_main, _free_port(), a.device, a.steps, timeout=a.timeout, env=env,
+    res = run_ranks(a.ranks, rank_main, free_port(), a.device, a.steps, timeout=a.timeout, env=env,
                     expect_errors=True)
     wall = time.monotonic() - t0
     bad = [f"rank {r}: {kind} {info if kind != 'err' else info['tb']}" for r, (kind, info) in enumerate(res)

@@ -24,13 +24,13 @@ import torch.distributed as dist
 
 _TorchWork = dist._Work if hasattr(dist, "_Work") else dist.Work
 
-# torch before 2.6 keeps only the C++ half of a Work that Python code returned to it: once the
+# torch before 2.7 keeps only the C++ half of a Work that Python code returned to it: once the
 # Python object is gone, C++ calls to wait() and get_future() reach c10d::Work's own methods,
 # and its wait() blocks forever on a completion flag nothing sets (DDP's constructor waits so in
 # verify_params_across_processes). There, the last Works made stay alive: C++ waits on a Work
 # or takes its future right after the call that made it.
 _VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
-_KEPT = collections.deque(maxlen=64) if _VERSION < (2, 6) else None
+_KEPT = collections.deque(maxlen=64) if _VERSION < (2, 7) else None
 
 
 def _seconds(timeout):

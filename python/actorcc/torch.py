@@ -32,7 +32,7 @@ How it maps onto actorcc:
 - batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
   runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
 - torch versions: 2.5 to 2.11 and 2.15 (docs/torch.md has the table). register_backend(name,
-  fn, devices=...) is the same in all, and a repeated registration is skipped. Before 2.6 torch
+  fn, devices=...) is the same in all, and a repeated registration is skipped. Before 2.7 torch
   keeps only the C++ half of a Work returned to it (see _torch_work._KEPT).
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,

@@ -60,6 +60,12 @@
 #               sharing GPU 0, every dtype, a captured batch, and a count mismatch failing on both ends
 #               (tests/python/test_gpu_p2p.py); reuses the build phase's folder and builds only
 #               the extension (actorcc_py_pkg) on top
+#   torch       (<= 90 s) the torch.distributed backend against torch's NCCL backend in the same
+#               2 processes (sharing GPU 0 where one is lent: ACTORCC_CUDA_SHARE_GPU=1, a
+#               different NCCL_HOSTID per rank): the collective matrix, DDP (plain and with a comm
+#               hook) and FSDP2 against a single-process reference, the time of a DDP step and
+#               of dist.all_reduce from 4 KiB to 16 MiB (tests/python/torch_device.py; JSON in
+#               torch.json); reuses the build phase's folder and builds only the extension
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -285,15 +291,31 @@ phase_p2p() {
   tail -25 "$OUT/logs/py-gpu-p2p.log"
 }
 
-phase_p2pnv() {
-  ensure_build gpu || return
+# ensure_python_ext: the Python extension (actorcc_py_pkg, importable with PYTHONPATH=$PKG) on
+# top of the build phase's folder, built once per machine.
+PKG=$ROOT/build/gpu/python/pkg
+ensure_python_ext() {
+  ensure_build gpu || return 1
+  compgen -G "$PKG/actorcc/_actorcc*.so" >/dev/null && return 0
   step build-python-ext 240 bash -c "cmake -S . -B build/gpu -DACTORCC_PYTHON=ON >/dev/null &&
       cmake --build build/gpu -j$(nproc) --target actorcc_py_pkg" ||
-    { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return; }
-  step py-gpu-p2p-nvlink 60 env PYTHONPATH="$ROOT/build/gpu/python/pkg" python3 -m pytest -q -p no:cacheprovider \
+    { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return 1; }
+}
+
+phase_p2pnv() {
+  ensure_python_ext || return
+  step py-gpu-p2p-nvlink 60 env PYTHONPATH="$PKG" python3 -m pytest -q -p no:cacheprovider \
     "tests/python/test_gpu_p2p.py::test_nvlink_path_sharing_one_gpu[2]" \
     "tests/python/test_gpu_p2p.py::test_nvlink_transfer_mismatch_fails_on_both_ends[count]" || FAILED=1
   tail -5 "$OUT/logs/py-gpu-p2p-nvlink.log"
+}
+
+phase_torch() {
+  ensure_python_ext || return
+  step torch-backend 90 env PYTHONPATH="$PKG" python3 tests/python/torch_device.py --ranks 2 --timeout 85 \
+    --json "$OUT/torch.json" || FAILED=1
+  grep -h -A8 "^ *actorcc *nccl" "$OUT/logs/torch-backend.log"
+  grep -h "^TORCH-DEVICE" "$OUT/logs/torch-backend.log" | tee -a "$SUMMARY"
 }
 
 phase_tune() {
@@ -387,7 +409,7 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
-[ $# -gt 0 ] || { sed -n '2,63p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
@@ -397,7 +419,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv)
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch)
       "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;

@@ -14,11 +14,16 @@ How it maps onto actorcc:
   backend; CUDA tensors: the CUDA backend on the current device), made on the first call with
   such tensors: rank 0 creates its UniqueId and hands it over through the group's store, so
   nothing else is needed to form it (the ranks of a group make their calls in the same order).
-- Stream semantics: a CUDA call is enqueued on the caller's current stream (where NCCL's
-  backend uses its own stream and makes the current one wait); the result is ordered after
-  the call on that stream either way. Work objects are complete when returned (CPU calls have
-  run; CUDA calls are enqueued), and their futures hold the output tensors, which is what DDP's
-  comm hooks read.
+- Work objects (actorcc._torch_work): CPU calls run on one worker thread per group in issue
+  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller); CUDA
+  calls are enqueued on the caller's current stream (where NCCL's backend uses its own stream
+  and makes the current one wait); the result is ordered after the call on that stream either
+  way, and wait() orders the stream current at wait() after it, as NCCL's does. A failed
+  call's error (a peer that died, stalled past the timeout, aborted or made a mismatched call,
+  each named) is raised by its Work's wait() and is_completed() and is the exception of its
+  future, which DDP's comm hooks chain on; a CUDA future completes when the call is enqueued
+  (as NCCL's), and what the kernels find later is the communicator's error, raised by wait(),
+  is_completed() and every later call.
 - "cpu:gloo,cuda:actorcc": torch replaces the whole group by a Python ProcessGroup that a
   backend creator returns (its other devices' backends are dropped), so this group routes CPU
   tensors itself: where the group's backend string maps "cpu" to another backend, the first
@@ -26,10 +31,9 @@ How it maps onto actorcc:
   CPU tensors goes there; CUDA tensors stay on actorcc.
 - batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
   runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
-- torch versions: run on 2.15 (everything above, DDP, FSDP2 on CPU) and 2.5.1 (the collective
-  matrix, the gloo split, batches; DDP's constructor never returns there with this group, and
-  2.5's FSDP2 needs CUDA). register_backend(name, fn, devices=...) is the same in both, and a
-  repeated registration is skipped.
+- torch versions: 2.5 to 2.11 and 2.15 (docs/torch.md has the table). register_backend(name,
+  fn, devices=...) is the same in all, and a repeated registration is skipped. Before 2.7 torch
+  keeps only the C++ half of a Work returned to it (see _torch_work._KEPT).
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
@@ -47,6 +51,7 @@ import torch.distributed as dist
 
 from . import _tensors as T
 from ._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
+from ._torch_work import DeviceWork, DoneWork, HostQueue, HostWork, _Work
 from .communicator import Communicator
 
 __all__ = ["BACKEND_NAME", "register", "ActorccProcessGroup"]
@@ -107,52 +112,38 @@ def _cpu_backend_name(pg):
     return None
 
 
-class _Work(dist._Work if hasattr(dist, "_Work") else dist.Work):
-    """A completed call: wait() returns at once (CUDA work is ordered on the caller's stream),
-    get_future() holds the output tensors."""
-
-    def __init__(self, result):
-        super().__init__()
-        self._result = result
-        self._future = torch.futures.Future()
-        self._future.set_result(result)
-
-    def wait(self, timeout=None):
-        return True
-
-    def is_completed(self):
-        return True
-
-    def is_success(self):
-        return True
-
-    def result(self):
-        return self._result
-
-    def get_future(self):
-        return self._future
-
-
 class _DeferredP2P(_Work):
     """A send or recv not yet issued (see ActorccProcessGroup._flush_p2p): wait() issues it
-    with every other deferred one; its future completes then."""
+    with every other deferred one and then waits for that batch; its future completes with
+    the batch's outcome."""
 
     def __init__(self, pg, result):
-        super(_Work, self).__init__()  # torch's Work, not _Work's completed state
-        self._pg, self._result, self._done = pg, result, False
-        self._future = torch.futures.Future()
+        super().__init__(result)
+        self._pg, self._batch = pg, None
 
-    def _complete(self):
-        self._done = True
-        self._future.set_result(self._result)
+    def _issued(self, batch):
+        """`batch`: the Work of the batch this op was issued in."""
+        self._batch = batch
+
+        def relay(f):
+            try:
+                f.wait()
+            except Exception as e:  # noqa: BLE001 - the batch's error is this op's
+                self._complete(e)
+                return
+            self._complete()
+        batch.get_future().add_done_callback(relay)
 
     def wait(self, timeout=None):
-        if not self._done:
+        if self._batch is None:
             self._pg._flush_p2p()
-        return True
+        return self._batch.wait(timeout)
 
     def is_completed(self):
-        return self._done
+        return self._batch is not None and self._batch.is_completed()
+
+    def is_success(self):
+        return self._batch is not None and self._batch.is_success()
 
 
 class ActorccProcessGroup(dist.ProcessGroup):
@@ -169,6 +160,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
         self._deferred = []  # (kind, tensor, peer, work): sends and receives not yet issued
         self._cpu_other = None  # (the CPU backend of a cpu:<other>,cuda:actorcc group,) once known
+        self._queue = None  # the HostQueue of the group's CPU calls, made by the first one
 
     # ---- identity ---------------------------------------------------------------------------
     def getBackendName(self):
@@ -227,80 +219,124 @@ class ActorccProcessGroup(dist.ProcessGroup):
             raise UnsupportedError(f"actorcc torch backend: {what} takes one tensor per process, got {len(tensors)}")
         return tensors[0]
 
+    # ---- issuing ----------------------------------------------------------------------------
+    def _issue(self, ref, call, result):
+        """Runs call(comm) on the communicator of `ref`'s device type and returns its Work:
+        CPU calls go to the group's queue (their Work raises their error), CUDA calls are
+        enqueued on the current stream now (see actorcc._torch_work)."""
+        comm = self._comm(ref)
+        if not ref.is_cuda:
+            work = HostWork(result, self._rank_)
+            self._host_queue().submit(lambda: call(comm), [work])
+            return work
+        call(comm)
+        return DeviceWork(result, ref.device, comm.check)
+
+    def _routed_elsewhere(self, t):
+        """Whether tensor t goes to the group's other CPU backend (cpu:gloo,cuda:actorcc)."""
+        self._flush_p2p()
+        return not t.is_cuda and self._cpu_backend() is not None
+
+    @staticmethod
+    def _each(single, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            single(o, i, opts).wait()
+        return DoneWork(outputs)
+
+    def _host_queue(self):
+        with self._lock:
+            if self._queue is None:
+                self._queue = HostQueue(self._rank_)
+            return self._queue
+
     # ---- collectives ------------------------------------------------------------------------
     @_device_routed
     def allreduce(self, tensors, opts=None):
         op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "sum"
-        comm = self._comm(tensors)
-        for t in tensors:
-            comm.all_reduce(t, op=op)
-        return _Work(tensors)
+
+        def call(comm):
+            for t in tensors:
+                comm.all_reduce(t, op=op)
+        return self._issue(tensors[0], call, tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        self.allreduce(tensors, opts).wait()
-        return _Work(tensors)
+        return self.allreduce(tensors, opts)
 
     @_device_routed
     def broadcast(self, tensors, opts):
-        comm = self._comm(tensors)
-        for t in tensors:
-            comm.broadcast(t, root=opts.rootRank)
-        return _Work(tensors)
+        def call(comm):
+            for t in tensors:
+                comm.broadcast(t, root=opts.rootRank)
+        return self._issue(tensors[0], call, tensors)
 
     @_device_routed
     def reduce(self, tensors, opts):
         t = self._check_one(tensors, "reduce")
-        self._comm(t).reduce(t, root=opts.rootRank, op=_op_name(opts.reduceOp))
-        return _Work(tensors)
+        root, op = opts.rootRank, _op_name(opts.reduceOp)
+        return self._issue(t, lambda comm: comm.reduce(t, root=root, op=op), tensors)
 
     @_device_routed
     def allgather(self, output_lists, tensors, opts=None):
         t = self._check_one(tensors, "allgather")
-        outs = output_lists[0]
-        flat = self._comm(t).all_gather(_flat(t))
-        n = t.numel()
-        for r, o in enumerate(outs):
-            o.copy_(flat[r * n:(r + 1) * n].view_as(o))
-        return _Work(output_lists)
+
+        def call(comm):
+            flat = comm.all_gather(_flat(t))
+            n = t.numel()
+            for r, o in enumerate(output_lists[0]):
+                o.copy_(flat[r * n:(r + 1) * n].view_as(o))
+        return self._issue(t, call, output_lists)
 
     @_device_routed
     def _allgather_base(self, output, tensor, opts=None):
-        self._comm(tensor).all_gather(_flat(tensor), out=_flat(output))
-        return _Work([output])
+        return self._issue(tensor, lambda comm: comm.all_gather(_flat(tensor), out=_flat(output)), [output])
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self._allgather_base(o, i, opts).wait()  # a CPU backend's work is asynchronous
-        return _Work(outputs)
+        if self._routed_elsewhere(inputs[0]):  # gloo has no coalesced form in every torch version
+            return self._each(self._allgather_base, outputs, inputs, opts)
+
+        def call(comm):
+            for o, i in zip(outputs, inputs):
+                comm.all_gather(_flat(i), out=_flat(o))
+        return self._issue(inputs[0], call, outputs)
 
     @_device_routed
     def reduce_scatter(self, outputs, input_lists, opts=None):
         out = self._check_one(outputs, "reduce_scatter")
-        full = torch.cat([_flat(x) for x in input_lists[0]])
         op = _op_name(opts.reduceOp) if opts is not None else "sum"
-        self._comm(out).reduce_scatter(full, out=_flat(out), op=op)
-        return _Work(outputs)
+
+        def call(comm):
+            comm.reduce_scatter(torch.cat([_flat(x) for x in input_lists[0]]), out=_flat(out), op=op)
+        return self._issue(out, call, outputs)
 
     @_device_routed
     def _reduce_scatter_base(self, output, tensor, opts=None):
         op = _op_name(opts.reduceOp) if opts is not None else "sum"
-        self._comm(tensor).reduce_scatter(_flat(tensor), out=_flat(output), op=op)
-        return _Work([output])
+        return self._issue(tensor, lambda comm: comm.reduce_scatter(_flat(tensor), out=_flat(output), op=op), [output])
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self._reduce_scatter_base(o, i, opts).wait()
-        return _Work(outputs)
+        if self._routed_elsewhere(inputs[0]):
+            return self._each(self._reduce_scatter_base, outputs, inputs, opts)
+        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+
+        def call(comm):
+            for o, i in zip(outputs, inputs):
+                comm.reduce_scatter(_flat(i), out=_flat(o), op=op)
+        return self._issue(inputs[0], call, outputs)
 
     def barrier(self, opts=None):
         self._flush_p2p()
-        comm = next(iter(self._comms.values()), None)
-        if comm is None and self._cpu_backend() is not None:
+        kind = next(iter(self._comms), None)
+        if kind is None and self._cpu_backend() is not None:
             return self._cpu_backend().barrier()
-        if comm is None:  # no call yet: a barrier on the device type a first call would use
-            comm = self._comm(torch.empty(0, device="cuda" if torch.cuda.is_available() else "cpu"))
-        comm.barrier()
-        return _Work([])
+        if kind is None:  # no call yet: a barrier on the device type a first call would use
+            kind = "cuda" if torch.cuda.is_available() else "cpu"
+        ref = torch.empty(0, device=kind)
+        if kind == "cpu":
+            return self._issue(ref, lambda comm: comm.barrier(), [])
+        # dist.barrier() on CUDA returns once the device has passed it, as the NCCL backend's.
+        work = self._issue(ref, lambda comm: comm.barrier(stream=torch.cuda.current_stream()), [])
+        work._event.synchronize()
+        return work
 
     # batch_isend_irecv: torch coalesces the ops of a batch for backends that say they can
     # (asking _get_backend(device)); between _start_coalescing and _end_coalescing send and
@@ -321,27 +357,28 @@ class ActorccProcessGroup(dist.ProcessGroup):
     def _end_coalescing(self, device):
         self._flush_p2p()
         batch, self._batch = self._batch, None
-        other = self._cpu_backend() if batch and not batch[0][1].is_cuda else None
+        if not batch:
+            return DoneWork([])
+        tensors = [t for _, t, _ in batch]
+        other = self._cpu_backend() if not batch[0][1].is_cuda else None
         if other is not None:  # the CPU backend's sends and receives are asynchronous: all at once
             works = [(other.send if k == "send" else other.recv)([t], peer, 0) for k, t, peer in batch]
             for w in works:
                 w.wait()
-        elif batch:
-            self._comm(batch[0][1]).batch_send_recv(batch)
-        return _Work([t for _, t, _ in batch or []])
+            return DoneWork(tensors)
+        return self._issue(batch[0][1], lambda comm: comm.batch_send_recv(batch), tensors)
 
     def _p2p(self, kind, tensors, peer, tag):
         t = self._check_one(tensors, kind)
         self._no_tag(tag)
         if self._batch is not None:
             self._batch.append((kind, _flat(t), peer))
-        elif not t.is_cuda and self._cpu_backend() is not None:
+            return DoneWork(tensors)  # torch waits on the batch's Work (_end_coalescing)
+        if not t.is_cuda and self._cpu_backend() is not None:
             return getattr(self._cpu_backend(), kind)(tensors, peer, tag)
-        else:
-            work = _DeferredP2P(self, tensors)
-            self._deferred.append((kind, _flat(t), peer, work))
-            return work
-        return _Work(tensors)
+        work = _DeferredP2P(self, tensors)
+        self._deferred.append((kind, _flat(t), peer, work))
+        return work
 
     def _flush_p2p(self):
         """Issues the deferred sends and receives, in order, as one batch per device type."""
@@ -350,9 +387,10 @@ class ActorccProcessGroup(dist.ProcessGroup):
             cuda = pending[0][1].is_cuda
             run = [p for p in pending if p[1].is_cuda == cuda]
             pending = [p for p in pending if p[1].is_cuda != cuda]
-            self._comm(run[0][1]).batch_send_recv([(k, t, peer) for k, t, peer, _ in run])
+            ops = [(k, t, peer) for k, t, peer, _ in run]
+            batch = self._issue(run[0][1], lambda comm, ops=ops: comm.batch_send_recv(ops), [t for _, t, _ in ops])
             for *_, work in run:
-                work._complete()
+                work._issued(batch)
 
     def send(self, tensors, dst, tag=0):
         return self._p2p("send", tensors, dst, tag)
@@ -365,57 +403,58 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     @_device_routed
     def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
-        comm = self._comm(tensor)
         w = self._size_
         if not output_split_sizes and not input_split_sizes:
-            comm.all_to_all(_flat(tensor), _flat(output))
-            return _Work([output])
+            return self._issue(tensor, lambda comm: comm.all_to_all(_flat(tensor), _flat(output)), [output])
         # Splits count rows (dim 0); actorcc counts elements.
         row_in = tensor[0].numel() if tensor.dim() > 0 and tensor.shape[0] else 1
         row_out = output[0].numel() if output.dim() > 0 and output.shape[0] else 1
-        ins = list(input_split_sizes) or [tensor.shape[0] // w] * w
-        outs = list(output_split_sizes) or [output.shape[0] // w] * w
-        comm.all_to_all_v(_flat(tensor), _flat(output), [s * row_in for s in ins], [s * row_out for s in outs])
-        return _Work([output])
+        ins = [s * row_in for s in (list(input_split_sizes) or [tensor.shape[0] // w] * w)]
+        outs = [s * row_out for s in (list(output_split_sizes) or [output.shape[0] // w] * w)]
+        return self._issue(tensor, lambda comm: comm.all_to_all_v(_flat(tensor), _flat(output), ins, outs), [output])
 
     @_device_routed
     def alltoall(self, outputs, inputs, opts=None):
-        comm = self._comm(inputs)
         counts_in = [t.numel() for t in inputs]
         counts_out = [t.numel() for t in outputs]
-        flat_out = torch.empty(sum(counts_out), dtype=outputs[0].dtype, device=outputs[0].device)
-        comm.all_to_all_v(torch.cat([_flat(t) for t in inputs]), flat_out, counts_in, counts_out)
-        at = 0
-        for o, n in zip(outputs, counts_out):
-            o.copy_(flat_out[at:at + n].view_as(o))
-            at += n
-        return _Work(outputs)
+
+        def call(comm):
+            flat_out = torch.empty(sum(counts_out), dtype=outputs[0].dtype, device=outputs[0].device)
+            comm.all_to_all_v(torch.cat([_flat(t) for t in inputs]), flat_out, counts_in, counts_out)
+            at = 0
+            for o, n in zip(outputs, counts_out):
+                o.copy_(flat_out[at:at + n].view_as(o))
+                at += n
+        return self._issue(inputs[0], call, outputs)
 
     @_device_routed
     def gather(self, output_lists, tensors, opts):
         t = self._check_one(tensors, "gather")
         root = opts.rootRank
-        comm = self._comm(t)
-        flat = comm.gather(_flat(t), root=root)
-        if self._rank_ == root:
-            n = t.numel()
-            for r, o in enumerate(output_lists[0]):
-                o.copy_(flat[r * n:(r + 1) * n].view_as(o))
-        return _Work(output_lists)
+
+        def call(comm):
+            flat = comm.gather(_flat(t), root=root)
+            if self._rank_ == root:
+                n = t.numel()
+                for r, o in enumerate(output_lists[0]):
+                    o.copy_(flat[r * n:(r + 1) * n].view_as(o))
+        return self._issue(t, call, output_lists)
 
     @_device_routed
     def scatter(self, outputs, input_lists, opts):
         out = self._check_one(outputs, "scatter")
         root = opts.rootRank
-        full = torch.cat([_flat(x) for x in input_lists[0]]) if self._rank_ == root else None
-        self._comm(out).scatter(full, _flat(out), root=root)
-        return _Work(outputs)
+
+        def call(comm):
+            full = torch.cat([_flat(x) for x in input_lists[0]]) if self._rank_ == root else None
+            comm.scatter(full, _flat(out), root=root)
+        return self._issue(out, call, outputs)
 
     @_device_routed
     def gather_single(self, output, tensor, opts):
         root = opts.rootRank
-        self._comm(tensor).gather(_flat(tensor), out=_flat(output) if self._rank_ == root else None, root=root)
-        return _Work([output])
+        out = _flat(output) if self._rank_ == root else None
+        return self._issue(tensor, lambda comm: comm.gather(_flat(tensor), out=out, root=root), [output])
 
     # Newer torch calls the single-tensor collectives by these names (older: the ones above).
     all_gather_single = _allgather_base
@@ -430,6 +469,9 @@ class ActorccProcessGroup(dist.ProcessGroup):
             raise InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})")
 
     def shutdown(self):
+        if self._queue is not None:  # the queued calls finish (or fail) first
+            self._queue.shutdown()
+            self._queue = None
         for c in self._comms.values():
             c.close()
         self._comms.clear()

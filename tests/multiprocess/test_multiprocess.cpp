@@ -42,6 +42,24 @@ TEST_P(Matrix, EveryCollectiveDtypeOpCount) {
 INSTANTIATE_TEST_SUITE_P(Worlds, Matrix, ::testing::Values(2, 3, 4, 8),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
+// Worlds 5-7 (slices that divide no power of two, uneven ranks per step): the whole matrix with
+// a smaller top count, still past 1 MiB for every dtype's reduce_scatter and all_gather buffer.
+class MatrixOddWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(MatrixOddWorld, EveryCollectiveDtypeOpCount) {
+  const int world = GetParam();
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "matrix", {"--counts", "0,1,7,4097,300007", "--timeout-ms", "60000"}));
+  ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
+  expect_all_exit_zero(p);
+  print_counts(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, MatrixOddWorld, ::testing::Values(5, 6, 7),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
 // Ranks arrive 0-3 s apart, in random order.
 TEST(Join, StaggeredStartsInRandomOrder) {
   const int world = 4;

@@ -10,7 +10,6 @@ Registered with ctest as `bench_cpu_mutations` (tools/bench/CMakeLists.txt):
     python3 tests/python/test_bench_mutations.py --bench build/tools/bench/actorcc-bench-mutations
 pytest also collects it (the binary then comes from $ACTORCC_BENCH_MUTATIONS or build*/tools/bench/).
 """
-import glob
 import json
 import os
 import sys
@@ -22,18 +21,8 @@ BENCH = None
 
 def bench():
     global BENCH
-    if BENCH:
-        return BENCH
-    cand = os.environ.get("ACTORCC_BENCH_MUTATIONS")
-    if not cand:
-        found = sorted(glob.glob(os.path.join(cli.ROOT, "build*", "tools", "bench", "actorcc-bench-mutations")),
-                       key=os.path.getmtime)
-        cand = found[-1] if found else None
-    if not cand or not os.access(cand, os.X_OK):
-        import pytest
-
-        pytest.skip("actorcc-bench-mutations is not built (set ACTORCC_BENCH_MUTATIONS)")
-    BENCH = cand
+    if not BENCH:
+        BENCH = cli.find_tool("actorcc-bench-mutations", "ACTORCC_BENCH_MUTATIONS")
     return BENCH
 
 

@@ -117,6 +117,7 @@ def cpu_sweep_table_and_json(tmp):
     for key in ("launch", "coll", "dtype", "op", "ranks", "nodes", "graph", "permute", "stagger_s"):
         assert key in s, key
     assert s["launch"] == "actors" and s["coll"] == "all_reduce" and s["ranks"] == 3 and s["nodes"] == 1
+    assert s["check"] is True and "hashed" in s["check_scheme"] and "after every timed phase" in s["check_scheme"]
     assert s["graph"] is False and s["graph_launches"] == 0 and s["permute"] is False and abs(s["stagger_s"] - 0.2) < 1e-9
     assert [peer["rank"] for peer in data["peers"]] == [0, 1, 2]
     assert len(data["results"]) == 1

@@ -27,8 +27,9 @@ tmp=${TMPDIR:-/tmp}
 scratch_before=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)
 echo "== ctest"
 ctest --test-dir "$BUILD" --output-on-failure --timeout 900
-# The CPU matrix's case counts by collective, dtype, op, world and size band (tests/common/tally.hpp).
-grep -h "^COUNT-BY\|^COUNT-TOTAL" "$BUILD/Testing/Temporary/LastTest.log" || true
+# The CPU matrices' case counts by call, dtype, op, world and size band (tests/common/tally.hpp),
+# under the name of each test (the collective matrix and the p2p matrix, each world).
+grep -h "^COUNT-OF\|^COUNT-BY\|^COUNT-TOTAL" "$BUILD/Testing/Temporary/LastTest.log" || true
 echo "== pytest"
 # Run from outside the source tree so `import actorcc` is the installed package.
 export ACTORCC_BENCH="$PWD/$BUILD/tools/bench/actorcc-bench"

@@ -6,9 +6,40 @@
 #include <vector>
 
 #include "algorithms/cpu_algorithms.hpp"
+#include "common/mutation.hpp"
 #include "reduce/host_reduce.hpp"
 
 namespace actorcc::cpu {
+namespace {
+
+// reduce_n, or in the test-only build of this file (common/mutation.hpp) the bug chosen by
+// ACTORCC_TEST_MUTATION, so the bench's check can be shown to catch each on the CPU backend.
+void fold(void* out, const void* const* ins, int n, size_t count, DataType t, RedOp op) {
+  if constexpr (kMutations) {
+    static const Mutation m = mutation_from_env();
+    const size_t bytes = count * dtype_size(t);
+    if (m == kMutDropRank && n > 1) --n;  // the last rank's contribution left out
+    if (m == kMutHalfAcc && n > 1 && op == RedOp::Sum && (t == DataType::Float16 || t == DataType::BFloat16)) {
+      std::vector<uint8_t> acc(bytes);  // out may alias an input: fold aside, rounding every step
+      const void* two[2] = {ins[0], ins[1]};
+      reduce_n(acc.data(), two, 2, count, t, op);
+      for (int k = 2; k < n; ++k) {
+        two[0] = acc.data();
+        two[1] = ins[k];
+        reduce_n(acc.data(), two, 2, count, t, op);
+      }
+      std::memcpy(out, acc.data(), bytes);
+      return;
+    }
+    reduce_n(out, ins, n, count, t, op);
+    if (m == kMutShiftTile && bytes > 32)  // the first KiB stored one 16-byte word late
+      std::memmove(static_cast<uint8_t*>(out) + 16, out, std::min<size_t>(1024, bytes - 16));
+    return;
+  }
+  reduce_n(out, ins, n, count, t, op);
+}
+
+}  // namespace
 
 // Reduce (root_local >= 0) is the same rounds with only the root folding; the two-buffer
 // argument of shm_group.hpp holds since the root finishes its reads of round k before it
@@ -27,7 +58,7 @@ void all_reduce_oneshot(ShmGroup& g, const CollArgs& a, int root_local) {
     if (root_local >= 0 && g.me() != root_local) continue;
     for (int p = 0; p < g.size(); ++p) ins[p] = g.buffer(p, round);
     // recv may alias send: our input is already in the slot.
-    reduce_n(recv + off * es, ins.data(), g.size(), c, a.dtype, a.op);
+    fold(recv + off * es, ins.data(), g.size(), c, a.dtype, a.op);
   }
 }
 
@@ -49,7 +80,7 @@ void all_reduce_twoshot(ShmGroup& g, const CollArgs& a) {
     // to alias an input). Nobody else reads our slice of any slot before the next sync.
     const size_t b = begin(g.me()), e = begin(g.me() + 1);
     for (int p = 0; p < n; ++p) ins[p] = g.buffer(p, round) + b * es;
-    reduce_n(g.buffer(g.me(), round) + b * es, ins.data(), n, e - b, a.dtype, a.op);
+    fold(g.buffer(g.me(), round) + b * es, ins.data(), n, e - b, a.dtype, a.op);
     g.sync("all_reduce");
     for (int p = 0; p < n; ++p) {
       const size_t pb = begin(p), pe = begin(p + 1);

@@ -1,8 +1,12 @@
-// Test-only kernel mutations: bugs compiled in ONLY by the ACTORCC_TEST_MUTATIONS build option
-// (OFF by default, never set by the package build), chosen at run time with
+// Test-only mutations: bugs compiled in ONLY by the ACTORCC_TEST_MUTATIONS build option (OFF
+// by default, never set by the package build), chosen at run time with
 // ACTORCC_TEST_MUTATION=shift_tile|drop_rank|half_acc. They exist to show that the GPU tier's
-// and the benchmark's checks catch each kind of bug (scripts/device.sh, phase "mutations"). In
-// every other build kMutations is false and each hook compiles to nothing.
+// and the benchmark's checks catch each kind of bug: in the CUDA kernels (the whole library
+// built with the option: scripts/device.sh, phase "mutations"), and in the CPU backend's
+// all-reduce (algorithms/cpu_all_reduce.cpp alone compiled with it, into the test-only
+// actorcc_internal_mutated that only actorcc-bench-mutations links: ctest bench_cpu_mutations).
+// In every other build kMutations is false and each hook compiles to nothing. Both have
+// internal linkage, so a test-only object and the library's others never share one definition.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -12,21 +16,22 @@
 namespace actorcc {
 
 #if defined(ACTORCC_TEST_MUTATIONS)
-inline constexpr bool kMutations = true;
+constexpr bool kMutations = true;
 #else
-inline constexpr bool kMutations = false;
+constexpr bool kMutations = false;
 #endif
 
 enum Mutation : int {
   kMutNone = 0,
-  kMutShiftTile = 1,  // the reduce-tile kernels store CTA 0's words one 16-byte word late
+  kMutShiftTile = 1,  // the reduce-tile kernels store CTA 0's words one 16-byte word late (CPU:
+                      // the first KiB of each reduced slice)
   kMutDropRank = 2,   // every reduction leaves out the last rank's contribution
   kMutHalfAcc = 3,    // fp16/bf16 partial sums are rounded to the element type after each fold
 };
 
 // The mutation this process runs with (always kMutNone outside the mutation build); an
 // unknown name throws, so a misspelt phase cannot pass as "unmutated".
-inline Mutation mutation_from_env() {
+static inline Mutation mutation_from_env() {
   if constexpr (!kMutations) return kMutNone;
   const char* v = std::getenv("ACTORCC_TEST_MUTATION");  // setting: ACTORCC_TEST_MUTATION - test-only build: the kernel bug to inject
   if (!v || !*v || !std::strcmp(v, "none")) return kMutNone;

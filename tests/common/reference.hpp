@@ -1,4 +1,5 @@
-// Reference maths of the test workers (tests/multiprocess/mp_worker, tests/gpu/gpu_worker): the
+// Reference maths of the test workers (tests/multiprocess/mp_worker, tests/gpu/gpu_worker) and of
+// actorcc-bench's exact check (tools/bench/host_data.cpp, with its own inputs): the
 // inputs every rank can regenerate for every other rank, the exact result of reducing them,
 // element encodings (float16/bfloat16 in software, so host-only tests need no CUDA header),
 // and the poison and hash helpers of the output checks. Host code only, public API types only.
@@ -189,40 +190,53 @@ inline double input(Values family, uint64_t stream, size_t i, DataType t, RedOp 
 }
 
 // ---- the reduction -----------------------------------------------------------------------
-// Writes element i of the reduction of xs[0..world) (rank order) into `out` as type t.
-inline void store_reduced(void* out, size_t i, const double* xs, int world, DataType t, RedOp op) {
-  if (is_float(t)) {
-    auto fold = [&](auto acc) {
-      using Acc = decltype(acc);
-      for (int k = 0; k < world; ++k) {
-        const Acc v = static_cast<Acc>(xs[k]);
-        if (k == 0) acc = v;
-        else if (op == RedOp::Sum || op == RedOp::Avg) acc = acc + v;
-        else if (op == RedOp::Prod) acc = acc * v;
-        else if (op == RedOp::Min) acc = v < acc ? v : acc;
-        else acc = v > acc ? v : acc;
-      }
-      if (op == RedOp::Avg) acc = acc / static_cast<Acc>(world);
-      return static_cast<double>(acc);
-    };
-    store(out, i, t == DataType::Float64 ? fold(0.0) : fold(0.0f), t);
-    return;
-  }
+// The one copy of the reduction maths that the test workers and actorcc-bench's check
+// (tools/bench/host_data.cpp) compare with. `x(k)` is rank k's input element, k in [0, world).
+
+// Floats: folded in rank order in the accumulation type (float32 for float16/bfloat16/float32,
+// float64 for float64), avg divided once in that type; the caller rounds the result to t once
+// (store). The inputs must be exact in t.
+template <typename Get>
+double reduce_floats(Get&& x, int world, DataType t, RedOp op) {
+  auto fold = [&](auto acc) {
+    using Acc = decltype(acc);
+    for (int k = 0; k < world; ++k) {
+      const Acc v = static_cast<Acc>(x(k));
+      if (k == 0) acc = v;
+      else if (op == RedOp::Sum || op == RedOp::Avg) acc = acc + v;
+      else if (op == RedOp::Prod) acc = acc * v;
+      else if (op == RedOp::Min) acc = v < acc ? v : acc;
+      else acc = v > acc ? v : acc;
+    }
+    if (op == RedOp::Avg) acc = acc / static_cast<Acc>(world);
+    return static_cast<double>(acc);
+  };
+  return t == DataType::Float64 ? fold(0.0) : fold(0.0f);
+}
+
+// Integers: sum and prod wrap (64-bit modular arithmetic, then the type's width), min/max
+// compare the values, avg sums in 64 bits and divides toward zero.
+template <typename Get>
+int64_t reduce_ints(Get&& x, int world, DataType t, RedOp op) {
   uint64_t acc = 0;
   int64_t ext = 0;  // min / max
   for (int k = 0; k < world; ++k) {
-    const int64_t v = static_cast<int64_t>(xs[k]);
+    const int64_t v = x(k);
     if (k == 0) { acc = static_cast<uint64_t>(v); ext = v; continue; }
     if (op == RedOp::Sum || op == RedOp::Avg) acc += static_cast<uint64_t>(v);
     else if (op == RedOp::Prod) acc *= static_cast<uint64_t>(v);
     else if (op == RedOp::Min) ext = std::min(ext, v);
     else ext = std::max(ext, v);
   }
-  int64_t r;
-  if (op == RedOp::Min || op == RedOp::Max) r = ext;
-  else if (op == RedOp::Avg) r = wrap(static_cast<uint64_t>(static_cast<int64_t>(acc) / world), t);  // truncates
-  else r = wrap(acc, t);
-  store_int(out, i, r, t);
+  if (op == RedOp::Min || op == RedOp::Max) return ext;
+  if (op == RedOp::Avg) return wrap(static_cast<uint64_t>(static_cast<int64_t>(acc) / world), t);  // truncates
+  return wrap(acc, t);
+}
+
+// Writes element i of the reduction of xs[0..world) (rank order) into `out` as type t.
+inline void store_reduced(void* out, size_t i, const double* xs, int world, DataType t, RedOp op) {
+  if (is_float(t)) store(out, i, reduce_floats([&](int k) { return xs[k]; }, world, t, op), t);
+  else store_int(out, i, reduce_ints([&](int k) { return static_cast<int64_t>(xs[k]); }, world, t, op), t);
 }
 
 // Inputs of `count` elements starting at element `first` of rank `rank`'s stream, encoded.

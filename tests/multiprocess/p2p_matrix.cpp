@@ -1,5 +1,6 @@
 // The point-to-point matrix of mp_worker (mode p2p): batches, blocking send/recv, all_to_all(_v),
-// gather, scatter and reduce over every dtype x count (reduce: every op).
+// gather, scatter and reduce over every dtype x count (reduce: every op), each case counted
+// (tests/common/tally.hpp; "-" as the op of the calls that do not reduce).
 #include "matrix.hpp"
 
 namespace mpw {
@@ -28,6 +29,7 @@ void Matrix::ring_batch(DataType t, size_t count) {
   ++case_;
   const size_t es = dtype_size(t), m = std::min(std::max<size_t>(count, 1), kPeriod);
   const std::string w = where("send_recv batch", t, RedOp::Sum, count, false);
+  record("send_recv", t, "-", count * es);
   std::vector<std::vector<uint8_t>> bufs;
   std::vector<P2POp> ops;
   struct Want { size_t buf; int from; int tag; size_t n; };
@@ -71,6 +73,7 @@ void Matrix::pairs(DataType t, size_t count) {
   const std::string w = where("send/recv", t, RedOp::Sum, count, false);
   const int partner = me_ ^ 1;
   if (partner >= n_) return;
+  record("send/recv", t, "-", count * es);
   std::vector<uint8_t> out(count * es + kGuard, testref::kPoison), in(count * es + kGuard, testref::kPoison);
   if (count) fill(out.data(), count, shift(partner, 1), msg_table(me_, m, t), es);
   for (int leg = 0; leg < 2; ++leg) {
@@ -86,6 +89,7 @@ void Matrix::all_to_all(DataType t, size_t count) {
   ++case_;
   const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(total, 1), kPeriod);
   const std::string w = where("all_to_all", t, RedOp::Sum, count, false);
+  record("all_to_all", t, "-", total * es);
   std::vector<uint8_t> send(total * es + kGuard, testref::kPoison), recv(total * es + kGuard, testref::kPoison);
   if (total) fill(send.data(), total, 0, msg_table(me_, m, t), es);
   c_.all_to_all(send.data(), recv.data(), count, t);
@@ -115,6 +119,7 @@ void Matrix::all_to_all_v(DataType t, size_t count) {
   }
   size_t out_total = 0;
   for (size_t x : rc) out_total += x;
+  record("all_to_all_v", t, "-", std::max(in_total[me_], out_total) * es);
   auto period = [&](int r) { return std::min(std::max<size_t>(in_total[r], 1), kPeriod); };
   std::vector<uint8_t> send(in_total[me_] * es + kGuard, testref::kPoison), recv(out_total * es + kGuard, testref::kPoison);
   if (in_total[me_]) fill(send.data(), in_total[me_], 0, msg_table(me_, period(me_), t), es);
@@ -136,6 +141,7 @@ void Matrix::gather(DataType t, size_t count, bool in_place) {
   const int root = root_of_case();
   const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(count, 1), kPeriod);
   const std::string w = where("gather", t, RedOp::Sum, count, in_place) + " root=" + std::to_string(root);
+  record("gather", t, "-", total * es);
   std::vector<uint8_t> send(count * es + kGuard, testref::kPoison), recv(total * es + kGuard, testref::kPoison);
   uint8_t* in = in_place && me_ == root ? recv.data() + me_ * count * es : send.data();
   if (count) fill(in, count, 0, msg_table(me_, m, t), es);
@@ -157,6 +163,7 @@ void Matrix::scatter(DataType t, size_t count, bool in_place) {
   const int root = root_of_case();
   const size_t es = dtype_size(t), total = count * n_, m = std::min(std::max<size_t>(total, 1), kPeriod);
   const std::string w = where("scatter", t, RedOp::Sum, count, in_place) + " root=" + std::to_string(root);
+  record("scatter", t, "-", total * es);
   std::vector<uint8_t> send(total * es + kGuard, testref::kPoison), recv(count * es + kGuard, testref::kPoison);
   if (me_ == root && total) fill(send.data(), total, 0, msg_table(root, m, t), es);
   uint8_t* out = in_place && me_ == root ? send.data() + me_ * count * es : recv.data();
@@ -173,6 +180,7 @@ void Matrix::reduce(DataType t, RedOp op, size_t count) {
   const size_t es = dtype_size(t), m = std::min(std::max<size_t>(count, 1), kPeriod);
   const bool in_place = case_ % 2 == 0;
   const std::string w = where("reduce", t, op, count, in_place) + " root=" + std::to_string(root);
+  record("reduce", t, std::string(to_string(op)), count * es);
   std::vector<uint8_t> send(count * es + kGuard, testref::kPoison), recv(count * es + kGuard, testref::kPoison);
   if (count) fill(send.data(), count, 0, input_table(me_, m, t, op), es);
   const std::vector<uint8_t> sent = send;

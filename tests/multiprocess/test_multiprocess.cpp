@@ -12,6 +12,16 @@ namespace {
 
 using namespace mp;
 
+// Rank 0's case counts by call, dtype, op, world and size band (tests/common/tally.hpp), for
+// the log, under a line naming the test they belong to.
+void print_counts(Procs& p) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::cout << "COUNT-OF " << test->test_suite_name() << "." << test->name() << "\n";
+  std::istringstream out(p[0].out());
+  for (std::string line; std::getline(out, line);)
+    if (line.rfind("COUNT", 0) == 0) std::cout << line << "\n";
+}
+
 // ---------------------------------------------------------------------------------------
 // The data matrix: every collective x dtype x op x count, in and out of place.
 
@@ -26,13 +36,28 @@ TEST_P(Matrix, EveryCollectiveDtypeOpCount) {
   for (int r = 0; r < world; ++r) p.spawn(worker_args(id, r, world, "matrix", {"--timeout-ms", "60000"}));
   ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
   expect_all_exit_zero(p);
-  // The case counts by collective, dtype, op, world and size band (rank 0's table), for the log.
-  std::istringstream out(p[0].out());
-  for (std::string line; std::getline(out, line);)
-    if (line.rfind("COUNT", 0) == 0) std::cout << line << "\n";
+  print_counts(p);
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Matrix, ::testing::Values(2, 3, 4, 8),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+// Worlds 5-7 (slices that divide no power of two, uneven ranks per step): the whole matrix with
+// a smaller top count, still past 1 MiB for every dtype's reduce_scatter and all_gather buffer.
+class MatrixOddWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(MatrixOddWorld, EveryCollectiveDtypeOpCount) {
+  const int world = GetParam();
+  const std::string id = new_id();
+  Procs p;
+  for (int r = 0; r < world; ++r)
+    p.spawn(worker_args(id, r, world, "matrix", {"--counts", "0,1,7,4097,300007", "--timeout-ms", "60000"}));
+  ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
+  expect_all_exit_zero(p);
+  print_counts(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, MatrixOddWorld, ::testing::Values(5, 6, 7),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
 // Ranks arrive 0-3 s apart, in random order.
@@ -82,6 +107,7 @@ TEST_P(P2P, EveryCallDtypeCount) {
     p.spawn(worker_args(id, r, world, "p2p", {"--counts", counts, "--timeout-ms", "60000"}));
   ASSERT_TRUE(p.wait_all(240s)) << "workers did not finish\n" << p.report();
   expect_all_exit_zero(p);
+  print_counts(p);
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, P2P, ::testing::Values(2, 3, 4, 8),

@@ -161,10 +161,12 @@ def async_calls(rank, world, uid):
         x = np.arange(world * 5, dtype=np.int32) + 100 * rank
         out = np.full(world * 5, -1, np.int32)
         w1 = comm.all_to_all(x, out, async_op=True)
-        t = np.full(5, rank + 1, np.int64)
+        red = lambda r: np.arange(5, dtype=np.int64) * 7 + 1000 * r + 1  # rank- and position-dependent
+        t = red(rank)
         w2 = comm.reduce(t, root=0, async_op=True)
+        msg = lambda r: np.arange(3, dtype=np.float32) * 3 + 10 * r
         got = np.zeros(3, np.float32)
-        w3 = comm.batch_send_recv([("send", np.full(3, rank, np.float32), (rank + 1) % world),
+        w3 = comm.batch_send_recv([("send", msg(rank), (rank + 1) % world),
                                    ("recv", got, (rank - 1) % world)], async_op=True)
         if w1.wait() is not out or w2.wait() is not t:
             fails.append("Work.wait() does not return the result tensor")
@@ -172,9 +174,9 @@ def async_calls(rank, world, uid):
         want = np.concatenate([np.arange(rank * 5, rank * 5 + 5) + 100 * r for r in range(world)])
         if not np.array_equal(out, want):
             fails.append(f"async all_to_all: {out}")
-        if rank == 0 and not np.all(t == world * (world + 1) // 2):
+        if rank == 0 and not np.array_equal(t, sum(red(r) for r in range(world))):
             fails.append(f"async reduce: {t}")
-        if not np.all(got == (rank - 1) % world):
+        if not np.array_equal(got, msg((rank - 1) % world)):
             fails.append(f"async batch: {got}")
     return fails
 

@@ -9,6 +9,13 @@ import actorcc
 import actorcc.ray
 
 
+def pattern(n, start=0):
+    """Position-dependent factors (1..13, period 13 along the index): each rank's input is its
+    own value times these, so a chunk from the wrong rank or at a wrong offset changes the
+    result, and every sum stays exact in float32."""
+    return (1 + (np.arange(start, start + n) * 7919) % 13).astype(np.float64)
+
+
 class Worker:
     def __init__(self, delay=0.0):
         time.sleep(delay)  # actors that take seconds to start, as real ones loading a model do
@@ -19,7 +26,7 @@ class Worker:
 
     def allreduce(self, name, value, n=16, op="sum"):
         comm = actorcc.ray.get_group(name)
-        x = np.full(n, value, np.float32)
+        x = (value * pattern(n)).astype(np.float32)
         comm.all_reduce(x, op=op)
         return x
 
@@ -52,22 +59,23 @@ class Worker:
         rank = col.get_rank(group_name)
         world = col.get_collective_group_size(group_name)
         out = {"rank": rank, "world": world}
-        x = np.full(4, rank + 1, np.float32)
+        x = ((rank + 1) * pattern(4)).astype(np.float32)
         col.allreduce(x, group_name=group_name)
         out["allreduce"] = x.tolist()
         m = np.array([rank], np.int64)
         col.allreduce(m, group_name=group_name, op=ReduceOp.MAX)
         out["allreduce_max"] = int(m[0])
-        b = np.full(3, rank, np.int32)
+        b = ((rank + 1) * pattern(3)).astype(np.int32)
         col.broadcast(b, src_rank=world - 1, group_name=group_name)
         out["broadcast"] = b.tolist()
         outs = [np.zeros(2, np.float64) for _ in range(world)]
-        col.allgather(outs, np.full(2, rank, np.float64), group_name=group_name)
+        col.allgather(outs, (rank + 1) * pattern(2), group_name=group_name)
         out["allgather"] = [o.tolist() for o in outs]
         res = np.zeros(2, np.float32)
-        col.reducescatter(res, [np.full(2, i + rank, np.float32) for i in range(world)], group_name=group_name)
+        col.reducescatter(res, [((i + rank + 1) * pattern(2, 2 * i)).astype(np.float32) for i in range(world)],
+                          group_name=group_name)
         out["reducescatter"] = res.tolist()
-        r = np.full(2, 1.0, np.float32)
+        r = ((rank + 1) * pattern(2)).astype(np.float32)
         col.reduce(r, dst_rank=0, group_name=group_name)
         out["reduce"] = r.tolist()
         col.barrier(group_name=group_name)

@@ -25,22 +25,27 @@ BENCH = None
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
-def bench():
-    global BENCH
-    if BENCH:
-        return BENCH
-    cand = os.environ.get("ACTORCC_BENCH")
+def find_tool(name, env_var):
+    """The binary $env_var names, else the newest build*/tools/bench/<name>; under pytest a
+    missing one skips the test."""
+    cand = os.environ.get(env_var)
     if not cand:
-        found = sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "bench", "actorcc-bench")), key=os.path.getmtime)
+        found = sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "bench", name)), key=os.path.getmtime)
         cand = found[-1] if found else None
     if not cand or not os.access(cand, os.X_OK):
         try:
             import pytest
 
-            pytest.skip("actorcc-bench is not built (set ACTORCC_BENCH)")
+            pytest.skip(f"{name} is not built (set {env_var})")
         except ImportError:
-            raise SystemExit("actorcc-bench not found: pass --bench PATH or set ACTORCC_BENCH")
-    BENCH = cand
+            raise SystemExit(f"{name} not found: pass --bench PATH or set {env_var}")
+    return cand
+
+
+def bench():
+    global BENCH
+    if not BENCH:
+        BENCH = find_tool("actorcc-bench", "ACTORCC_BENCH")
     return BENCH
 
 
@@ -112,6 +117,7 @@ def cpu_sweep_table_and_json(tmp):
     for key in ("launch", "coll", "dtype", "op", "ranks", "nodes", "graph", "permute", "stagger_s"):
         assert key in s, key
     assert s["launch"] == "actors" and s["coll"] == "all_reduce" and s["ranks"] == 3 and s["nodes"] == 1
+    assert s["check"] is True and "hashed" in s["check_scheme"] and "after every timed phase" in s["check_scheme"]
     assert s["graph"] is False and s["graph_launches"] == 0 and s["permute"] is False and abs(s["stagger_s"] - 0.2) < 1e-9
     assert [peer["rank"] for peer in data["peers"]] == [0, 1, 2]
     assert len(data["results"]) == 1

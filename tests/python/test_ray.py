@@ -9,8 +9,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+import numpy as np  # noqa: E402
+
 import actorcc  # noqa: E402
 import actorcc.ray  # noqa: E402
+import ray_actors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.ray
@@ -51,11 +54,11 @@ def test_create_group_staggered(ray_session):
     assert len({i["pid"] for i in infos}) == 4
     assert all(i["backend"] == "cpu" for i in infos)
     outs = ray.get([a.allreduce.remote("g", r + 1) for r, a in enumerate(actors)])
-    assert all(float(o[0]) == 10.0 and len(o) == 16 for o in outs)
+    assert all(len(o) == 16 and np.array_equal(o, 10.0 * ray_actors.pattern(16)) for o in outs)
     # a second group over the same actors, in the other order
     actorcc.ray.create_group(actors[::-1], name="g2", timeout=30, join_timeout=60, backend="cpu")
     outs = ray.get([a.allreduce.remote("g2", r, op="max") for r, a in enumerate(actors)])
-    assert all(float(o[0]) == 3.0 for o in outs)
+    assert all(np.array_equal(o, 3.0 * ray_actors.pattern(16)) for o in outs)
     assert actorcc.ray.destroy_group(actors, "g") == [True] * 4
     actorcc.ray.destroy_group(actors, "g2")
     for a in actors:
@@ -179,9 +182,10 @@ def _check_col(outs):
     world = len(outs)
     for r, o in enumerate(outs):
         assert o["rank"] == r and o["world"] == world
-        assert o["allreduce"] == [world * (world + 1) / 2] * 4
+        pat = ray_actors.pattern
+        assert o["allreduce"] == (world * (world + 1) / 2 * pat(4)).tolist()
         assert o["allreduce_max"] == world - 1
-        assert o["broadcast"] == [world - 1] * 3
-        assert o["allgather"] == [[float(i)] * 2 for i in range(world)]
-        assert o["reducescatter"] == [float(sum(r + k for k in range(world)))] * 2
-        assert o["reduce"] == ([float(world)] * 2 if r == 0 else [1.0, 1.0])
+        assert o["broadcast"] == (world * pat(3)).tolist()
+        assert o["allgather"] == [((i + 1) * pat(2)).tolist() for i in range(world)]
+        assert o["reducescatter"] == (sum(r + k + 1 for k in range(world)) * pat(2, 2 * r)).tolist()
+        assert o["reduce"] == ((world * (world + 1) / 2 if r == 0 else r + 1) * pat(2)).tolist()

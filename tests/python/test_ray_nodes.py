@@ -4,6 +4,7 @@ and the group runs across them (CPU: shared memory inside a node, TCP between)."
 import os
 import sys
 
+import numpy as np
 import pytest
 
 import actorcc
@@ -69,7 +70,7 @@ def test_two_ray_nodes_on_one_host():
         assert [i["node_id"] for i in infos] == [f"ray-{nodes[r % 2]}" for r in range(4)]
         assert all(i["num_nodes"] == 2 for i in infos)  # ... two nodes
         outs = ray.get([a.allreduce.remote("nodes", r + 1, n=1001) for r, a in enumerate(actors)])
-        assert all(len(o) == 1001 and (o == 10.0).all() for o in outs)
+        assert all(len(o) == 1001 and np.array_equal(o, 10.0 * ray_actors.pattern(1001)) for o in outs)
         actorcc.ray.destroy_group(actors, "nodes")
     finally:
         ray.shutdown()

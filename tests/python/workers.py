@@ -30,13 +30,24 @@ def available_dtypes():
     return [d for d in DTYPES if np_dtype(d) is not None]
 
 
+def hashed(rank, n, seed, k):
+    """n values in [0, k) from a hash of (seed, rank, position): no two ranks and no nearby
+    positions agree and nothing repeats with a short period, so a chunk stored at a wrong
+    offset or taken from the wrong rank gives other values."""
+    i = np.arange(n, dtype=np.uint64)
+    key = np.uint64((seed * 1000003 + rank + 1) * 0xBF58476D1CE4E5B9 % (1 << 64))
+    with np.errstate(over="ignore"):  # modular arithmetic on purpose
+        h = i * np.uint64(0x9E3779B97F4A7C15) + key
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(29)
+    return (h % np.uint64(k)).astype(np.int64)
+
+
 def make_input(rank, n, dtype, seed):
-    """Small integers (exact in every dtype, products of <= 4 ranks fit int8)."""
-    i = np.arange(n, dtype=np.int64)
-    if dtype == "uint8":
-        v = (i * (rank + 3) + seed) % 4
-    else:
-        v = (i * (rank + 3) + seed + rank) % 7 - 3
+    """Small integers, a hash of (seed, rank, position): exact in every dtype, products of
+    <= 4 ranks fit int8."""
+    v = hashed(rank, n, seed, 4) if dtype == "uint8" else hashed(rank, n, seed, 7) - 3
     return v.astype(np.float64)
 
 
@@ -128,19 +139,20 @@ def collective_matrix(rank, world, uid, sizes=SIZES, ops=OPS, big=True):
 def multidim_and_inplace(rank, world, uid):
     fails = []
     with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=60) as comm:
-        x = np.full((4, 3), rank, np.float32)
-        g = comm.all_gather(x)
-        if g.shape != (4 * world, 3) or not np.array_equal(g[:, 0], np.repeat(np.arange(world), 4)):
+        x2 = lambda r: hashed(r, 12, 1, 1000).reshape(4, 3).astype(np.float32)
+        g = comm.all_gather(x2(rank))
+        if g.shape != (4 * world, 3) or not np.array_equal(g, np.concatenate([x2(r) for r in range(world)])):
             fails.append(f"all_gather 2-D: {g.shape}")
-        y = np.ones((2 * world, 5), np.int64) * (rank + 1)
-        rs = comm.reduce_scatter(y)
-        if rs.shape != (2, 5) or not np.all(rs == world * (world + 1) // 2):
+        y2 = lambda r: hashed(r, 2 * world * 5, 2, 1000).reshape(2 * world, 5)
+        rs = comm.reduce_scatter(y2(rank))
+        if rs.shape != (2, 5) or not np.array_equal(rs, sum(y2(r) for r in range(world))[2 * rank:2 * rank + 2]):
             fails.append(f"reduce_scatter 2-D: {rs.shape}")
         # NCCL-style in place: the input is this rank's slice of the output
+        part = lambda r: hashed(r, 3, 3, 1000).astype(np.float64)
         out = np.zeros(3 * world, np.float64)
-        out[rank * 3:(rank + 1) * 3] = rank + 10
+        out[rank * 3:(rank + 1) * 3] = part(rank)
         comm.all_gather(out[rank * 3:(rank + 1) * 3], out=out)
-        if not np.array_equal(out, np.repeat(np.arange(world) + 10.0, 3)):
+        if not np.array_equal(out, np.concatenate([part(r) for r in range(world)])):
             fails.append(f"in-place all_gather: {out}")
         # 0-d and empty tensors
         s = np.array(rank + 1.0)
@@ -160,9 +172,9 @@ def multidim_and_inplace(rank, world, uid):
             def __dlpack_device__(self):
                 return self.a.__dlpack_device__()
 
-        base = np.full(16, rank + 1, np.int32)
+        base = hashed(rank, 16, 4, 1000).astype(np.int32)
         comm.all_reduce(DLPackOnly(base), op="max")
-        if not np.all(base == world):
+        if not np.array_equal(base, np.max([hashed(r, 16, 4, 1000) for r in range(world)], axis=0)):
             fails.append(f"DLPack-only all_reduce: {base}")
         # op names from other libraries' enums
         class Op:
@@ -272,19 +284,19 @@ def bad_arguments_alone(rank, world, uid):
 def async_ops(rank, world, uid):
     fails = []
     with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=60) as comm:
-        bufs = [np.full(1000, rank + i, np.float64) for i in range(8)]
+        bufs = [hashed(rank, 1000, 10 + i, 1000).astype(np.float64) for i in range(8)]
         works = [comm.all_reduce(b, async_op=True) for b in bufs]
         # a sync call and host calls issued while async work is pending stay in order
-        s = np.full(3, 1.0)
+        s = hashed(rank, 3, 20, 1000).astype(np.float64)
         comm.all_reduce(s)
         blobs = comm.allgather_bytes(str(rank).encode())
         for i, w in enumerate(works):
             out = w.wait()
             if out is not bufs[i] or not w.is_completed():
                 fails.append(f"work {i} result/is_completed")
-            if not np.all(out == sum(r + i for r in range(world))):
+            if not np.array_equal(out, sum(hashed(r, 1000, 10 + i, 1000) for r in range(world))):
                 fails.append(f"async all_reduce {i}: {out[:3]}")
-        if not np.all(s == world):
+        if not np.array_equal(s, sum(hashed(r, 3, 20, 1000) for r in range(world))):
             fails.append("sync after async")
         if blobs != [str(r).encode() for r in range(world)]:
             fails.append(f"allgather_bytes {blobs}")

@@ -1,5 +1,6 @@
 // Inputs of the benchmark's exact check, shared by the host (fill for the CPU backend, and the
-// reference every check compares with: host_data.cpp) and the CUDA fill kernel (gpu.cu).
+// check: host_data.cpp, which reduces them with the test workers' reference,
+// tests/common/reference.hpp) and the CUDA fill kernel (gpu.cu).
 //
 // Element i of rank r's input is a hash of (r, i), so no two ranks and no two nearby elements
 // agree: a tile stored at a wrong offset, a rank's contribution missing, or an avg that never
@@ -14,9 +15,9 @@
 //   precision rounds partial sums as well and gets other bits.
 // - floats (prod): +-{1, 3, 5, 7}/4; products of up to 8 ranks are exact in float32 and round
 //   once in fp16/bf16.
-// The reference folds in rank order in the accumulation type (the kernels' order) and rounds
-// once, so results are compared bitwise, avg included (the division is done as the library
-// documents it, in the accumulation type).
+// The reference (reduce_floats / reduce_ints) folds in rank order in the accumulation type
+// (the kernels' order) and rounds once, so results are compared bitwise, avg included (the
+// division is done as the library documents it, in the accumulation type).
 // NCCL is checked with `exact_in_type` inputs: its ring carries fp16/bf16 partial sums between
 // GPUs in the element type (rounding at every hop, by design) and its avg scales before it
 // sums, so its half-type inputs keep every partial result exact in the element type itself

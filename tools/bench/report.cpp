@@ -277,8 +277,10 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
   // What a checked run checked (runs before this scheme had inputs with period 8 and one eager
   // call per size).
   if (c.check)
-    o << "    \"check_scheme\": " << q("rank- and index-hashed inputs, host reference, bitwise; a checked call after every "
-                                         "timed phase, graph mode: replays of the captured graphs") << ",\n";
+    o << "    \"check_scheme\": "
+      << q("rank- and index-hashed inputs, host reference (tests/common/reference.hpp), bitwise; a checked call "
+           "after every timed phase, graph mode: replays of the captured graphs")
+      << ",\n";
   o << "    \"inplace\": " << (c.inplace ? "true" : "false") << ",\n";
   o << "    \"root\": " << c.root << ",\n";
   o << "    \"register\": " << (c.register_buffers ? "true" : "false") << ",\n";

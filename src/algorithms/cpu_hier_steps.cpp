@@ -160,6 +160,30 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
       unpack(buf, res.data(), r[me], es);
       return;
     }
+    case StepOp::Reduce: {
+      // The members send the root their data at its part, all at once; the root reduces in
+      // node order, as AllReduce does.
+      if (me != s.root) {
+        auto out = packed(r[s.root]);
+        pair(s.root)->send(out.data(), out.size(), tag, deadline(), g.abort);
+        return;
+      }
+      std::vector<std::vector<uint8_t>> from(n);
+      from[me] = packed(r[me]);
+      std::vector<tcp::Transfer> xs;
+      for (int m = 0; m < n; ++m)
+        if (m != me) {
+          from[m].resize(from[me].size());
+          xs.push_back({pair(m), false, from[m].data(), from[m].size(), tag});
+        }
+      tcp::transfer(xs, deadline(), g.abort);
+      std::vector<const void*> ins(n);
+      for (int k = 0; k < n; ++k) ins[k] = from[k].data();
+      std::vector<uint8_t> res(from[me].size());
+      reduce_n(res.data(), ins.data(), n, elems(r[me]), dt, op);
+      unpack(buf, res.data(), r[me], es);
+      return;
+    }
     case StepOp::AllGather: {
       auto mine = packed(r[me]);
       for (int k = 1; k < n; ++k) {

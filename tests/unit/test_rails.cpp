@@ -160,6 +160,14 @@ std::vector<std::vector<long>> random_buffers(int world, size_t n, std::mt19937&
   return b;
 }
 
+// Every rank's buffer added element by element.
+std::vector<long> elementwise_sum(const std::vector<std::vector<long>>& bufs) {
+  std::vector<long> sum(bufs.at(0).size(), 0);
+  for (const auto& b : bufs)
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+  return sum;
+}
+
 // Small tuning so that modest counts already take the chunked, pipelined path.
 HierTuning small_tuning() {
   HierTuning t;
@@ -349,9 +357,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           HierPlan p = plan_hier(Collective::AllReduce, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, 1};
           auto buf = random_buffers(w, count, rng);
-          std::vector<long> want(count, 0);
-          for (const auto& b : buf)
-            for (size_t i = 0; i < count; ++i) want[i] += b[i];
+          const std::vector<long> want = elementwise_sum(buf);
           sim.run(p, buf);
           for (int r = 0; r < w; ++r) ASSERT_EQ(buf[r], want) << p.name << " rank " << r;
         }
@@ -367,9 +373,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           HierPlan p = plan_hier(Collective::Reduce, count, sizeof(long), l, rp, root, t);
           Sim sim{l, rp, count, 1};
           auto buf = random_buffers(w, count, rng);
-          std::vector<long> want(count, 0);
-          for (const auto& b : buf)
-            for (size_t i = 0; i < count; ++i) want[i] += b[i];
+          const std::vector<long> want = elementwise_sum(buf);
           sim.run(p, buf);
           ASSERT_EQ(buf[root], want) << p.name << " root " << root;
         }
@@ -377,9 +381,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           HierPlan p = plan_hier(Collective::ReduceScatter, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, w};
           auto buf = random_buffers(w, count * w, rng);
-          std::vector<long> sum(count * w, 0);
-          for (const auto& b : buf)
-            for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+          const std::vector<long> sum = elementwise_sum(buf);
           sim.run(p, buf);
           for (int r = 0; r < w; ++r)
             ASSERT_TRUE(std::equal(sum.begin() + r * count, sum.begin() + (r + 1) * count, buf[r].begin() + r * count))

@@ -21,9 +21,10 @@
 #               counts by collective, dtype, op, world and size band in $OUT/counts/ and
 #               counts.txt. evidence2 ... evidence8: one world
 #   vnodes      two virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID) on the GPUs lent, ranks
-#               sharing them: the hierarchical GPU backend on 2 x 1 and 2 x 2 ranks, every
-#               collective and dtype checked exactly, a kill case (~90 s), then actorcc against
-#               flat NCCL over the same ranks (actorcc-bench --nodes 2, ~40 s)
+#               sharing them: the hierarchical GPU backend on 2 x 1 and 2 x 2 ranks, the
+#               evidence matrix (every collective x dtype x op) eager and in a CUDA graph,
+#               checked bench sweeps, a kill and a hang case, then actorcc against flat NCCL
+#               over the same ranks (actorcc-bench --nodes 2): ~250 s on one GPU
 #   mutations   the test-only build (preset gpu-mutations) with each kernel mutation of
 #               src/common/mutation.hpp and without: gpu_worker --mutation-check on 3 ranks and
 #               actorcc-bench on 3 ranks (route twoshot forced: the mutations live in the
@@ -125,7 +126,8 @@ group() {
   shift 4
   mkdir -p "$OUT/counts/$name"
   # shellcheck disable=SC2086  # envs: words on purpose
-  step "$name" "$cap" env $envs "$G/gpu_launch" --devices "$devs" --ids 32 --timeout $((cap - 5)) -- \
+  # NODES=K: the ranks in K virtual nodes (gpu_launch --nodes)
+  step "$name" "$cap" env $envs "$G/gpu_launch" --devices "$devs" --ids 32 --timeout $((cap - 5)) --nodes "${NODES:-1}" -- \
     "$G/gpu_worker" --counts "$OUT/counts/$name" "$@" || FAILED=1
   tier_lines "$name"
   printf '%-30s %s\n' "$name" "$(grep -h '^COUNT-TOTAL' "$OUT/logs/$name.log" | head -1)" >>"$OUT/counts.txt"
@@ -169,68 +171,85 @@ phase_evidence() {
   grep -h "^COUNT-BY\|^COUNT-TOTAL" "$OUT/logs/evidence-$w.log" | head -40
 }
 
-# vnodes: virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID per node, from actorcc-bench --nodes)
-# on whatever GPUs are lent, ranks sharing them (ACTORCC_CUDA_SHARE_GPU=1): the hierarchical
-# GPU backend (the CUDA backend inside a node, NCCL rails between over NCCL's socket transport)
-# on 2 nodes x 1 rank and 2 x 2, every collective and dtype, odd counts, one case >= 64 MiB
-# (chunked, pipelined) and one CUDA-graph case, each result checked exactly; a rank killed
-# mid-run and one that hangs, which the other ranks must name within the timeout; then
-# actorcc against flat NCCL over the same ranks in one run (2 x 1: NCCL can form that one).
+# vnodes: virtual nodes (ACTORCC_NODE_ID + NCCL_HOSTID per node, from gpu_launch and
+# actorcc-bench --nodes) on whatever GPUs are lent, ranks sharing them (ACTORCC_CUDA_SHARE_GPU=1):
+# the hierarchical GPU backend (the CUDA backend inside a node, NCCL rails between over NCCL's
+# socket transport) on 2 nodes x 1 rank and 2 x 2:
+#  - gpu_worker's evidence matrix (every collective x dtype x op, misaligned and in place, three
+#    sizes; integer avg refused on every rank), then a CUDA graph of all_reduce chains,
+#    all_gather and barrier replayed, and calls back to back, each checked exactly;
+#  - checked bench sweeps: odd counts, one case >= 64 MiB (chunked, pipelined), a graph case,
+#    broadcast from a root on either node, and unequal nodes (2 + 1 ranks: the node leaders);
+#  - a rank killed mid-run and one that hangs, which the other ranks must name within the
+#    timeout, after the sweep has started;
+#  - actorcc against flat NCCL over the same ranks in one run (2 x 1: NCCL can form that one).
 # vnodes_fault NAME RANK ARGS...: a bench run where RANK fails by ARGS; it must end non-zero with an
 # error naming RANK, within the step's cap (the other ranks do not hang).
 vnodes_fault() {
-  local fname=$1 frank=$2 frc
+  local fname=$1 frank=$2 frc log
   shift 2
+  log=$OUT/logs/vnodes-2x2-$fname.log
   step "vnodes-2x2-$fname" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus 4 --nodes 2 --stagger 0 --impl actorcc \
     -n 2 -w 1 -c 1 --no-plot -b 1M -e 16M -f 4 "$@"
   frc=$?
-  if [ "$frc" = 0 ] || ! grep -q "rank $frank" "$OUT/logs/vnodes-2x2-$fname.log"; then
+  if [ "$frc" = 0 ] || ! grep -q "rank $frank" "$log"; then
     echo "vnodes-2x2-$fname: expected a failure naming rank $frank (exit $frc)"
     VN_BAD=1
   fi
+  # the failure must come from the injection (the sweep reached it), not from before it
+  grep -q "injected" "$log" || { echo "vnodes-2x2-$fname: the injection was not reached"; VN_BAD=1; }
+  grep -h "^actorcc-bench" "$log" | head -6
 }
 
 phase_vnodes() {
   ensure_build gpu || return
-  local name gpus args t0
+  local name gpus args t0 runs=0
   VN_BAD=0
   t0=$(date +%s)
+  # The evidence matrix across nodes: S seconds of cases, then its graph and back-to-back part.
+  NODES=2 group vnodes-evidence-2x1 40 "$(devlist 2)" "ACTORCC_CUDA_SHARE_GPU=1" --shared-gpu --evidence 12
+  NODES=2 group vnodes-evidence-2x2 55 "$(devlist 4)" "ACTORCC_CUDA_SHARE_GPU=1" --shared-gpu --evidence 20
+  for name in vnodes-evidence-2x1 vnodes-evidence-2x2; do
+    grep -h "^evidence" "$OUT/logs/$name.log" | head -6
+    grep -q "^evidence across nodes: graph and back-to-back done" "$OUT/logs/$name.log" ||
+      { echo "$name: the graph part did not run"; VN_BAD=1; }
+  done
   while read -r name gpus args; do
     # shellcheck disable=SC2086  # args: words on purpose
     step "vnodes-$name" 30 env ACTORCC_CUDA_SHARE_GPU=1 "$BENCH" --gpus "$gpus" --nodes 2 --stagger 0 --impl actorcc \
       -n 2 -w 1 -c 1 --no-plot --timeout 20 $args -J "$OUT/vnodes-$name.json" || VN_BAD=1
+    runs=$((runs + 1))
     # the route each size took is in the JSON ("algo"), not in the printed table
     grep -Eq '"algo": "(hier|rail|leaders)_[a-z_]+"' "$OUT/vnodes-$name.json" ||
       { echo "vnodes-$name: no hierarchical route in its JSON"; VN_BAD=1; }
+    # unequal nodes (2 + 1 ranks): the node-leaders fallback, logged with its reason
+    case $name in 2+1-*)
+      grep -q '"algo": "leaders_' "$OUT/vnodes-$name.json" && grep -q "unequal numbers of ranks" "$OUT/logs/vnodes-$name.log" ||
+        { echo "vnodes-$name: no logged node-leaders route"; VN_BAD=1; } ;;
+    esac
   done <<'EOF'
 2x2-ar-float-sum-64M 4 --coll all_reduce -d float -o sum -b 4004 -e 68M -f 130
-2x2-ar-half-min-inplace 4 --coll all_reduce -d half -o min --inplace -b 2002 -e 4M -f 45
 2x2-ar-bf16-avg-graph 4 --coll all_reduce -d bfloat16 -o avg -b 1002 -e 4M -f 64 -G 2
-2x2-ar-int64-max 4 --coll all_reduce -d int64 -o max -b 8008 -e 4M -f 22
 2x2-rs-int32-prod 4 --coll reduce_scatter -d int32 -o prod -b 16016 -e 8M -f 22
-2x2-rs-double-sum-inplace 4 --coll reduce_scatter -d double -o sum --inplace -b 32032 -e 32M -f 32
-2x2-ag-int8 4 --coll all_gather -d int8 -b 4004 -e 16M -f 32
-2x2-ag-uint8-inplace 4 --coll all_gather -d uint8 --inplace -b 4004 -e 4M -f 32
 2x2-bc-float-root3 4 --coll broadcast -d float -r 3 -b 4004 -e 16M -f 64
-2x2-bc-half-root0-inplace 4 --coll broadcast -d half -r 0 --inplace -b 2002 -e 1M -f 22
-2x1-ar-float-sum 2 --coll all_reduce -d float -o sum -b 4004 -e 16M -f 64
-2x1-rs-bf16-sum 2 --coll reduce_scatter -d bfloat16 -o sum -b 4004 -e 4M -f 32
-2x1-ag-int32 2 --coll all_gather -d int32 -b 8008 -e 4M -f 32
-2x1-bc-int8-root1 2 --coll broadcast -d int8 -r 1 -b 1001 -e 1M -f 32
+2x1-ar-half-min-inplace 2 --coll all_reduce -d half -o min --inplace -b 2002 -e 16M -f 90
+2+1-ar-float-sum 3 --coll all_reduce -d float -o sum -b 4004 -e 4M -f 32
+2+1-ag-int32 3 --coll all_gather -d int32 -b 6006 -e 4M -f 32
 EOF
   # A rank killed mid-run (rank 2: node 1); a rank that hangs outside any call (rank 1): its
   # node peer's kernels and its rail peer's NCCL call (watched against --timeout) must end.
   vnodes_fault kill 2 --timeout 10 --inject-fail 2@4M
   vnodes_fault hang 1 --timeout 5 --inject-hang 1@4M
+  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the table shows
+  # the rails' set-up (NCCL init, the connecting calls) next to the first call's latency.
+  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 \
+    --impl actorcc,nccl -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || VN_BAD=1
+  grep -h "rail setup" "$OUT/logs/vnodes-bench-2x1.log" | head -2
+  tail -30 "$OUT/logs/vnodes-bench-2x1.log"
   local verdict=PASS
   [ "$VN_BAD" = 0 ] || { verdict=FAIL; FAILED=1; }
-  echo "VNODES $verdict: 14 checked runs, the kill and the hang case in $(($(date +%s) - t0)) s" | tee -a "$SUMMARY"
-  # actorcc (hierarchical) against flat NCCL over the same 2 ranks in one run; the info log
-  # has the rails' NCCL setup time next to the bench's first-call latency.
-  step vnodes-bench-2x1 45 env ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_LOG=info "$BENCH" --gpus 2 --nodes 2 --stagger 0 \
-    --impl actorcc,nccl -b 1K -e 64M -f 4 -w 2 -n 5 -c 1 --timeout 30 -J "$OUT/vnodes-bench-2x1.json" || FAILED=1
-  grep -h "rail setup took" "$OUT/logs/vnodes-bench-2x1.log" | head -2
-  tail -25 "$OUT/logs/vnodes-bench-2x1.log"
+  echo "VNODES $verdict: evidence on 2x1 and 2x2, $runs checked bench runs, kill and hang, bench against NCCL in $(($(date +%s) - t0)) s" |
+    tee -a "$SUMMARY"
 }
 
 phase_mutations() {

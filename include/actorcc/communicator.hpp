@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actorcc/error.hpp"
@@ -108,6 +109,10 @@ class Communicator {
   // `registered_output`: for a call whose output lies in a registered buffer (register_buffer),
   // which large all-reduces route differently.
   std::string plan(Collective c, size_t bytes, bool registered_output = false) const;
+  // What the backend's set-up took on this rank, in ms, by step (for tools): GPU groups that
+  // span nodes report "rail_setup" and its parts "nccl_init" (ncclCommInitRank) and "connect"
+  // (the first calls, which connect NCCL's channels). Empty where nothing is measured.
+  std::vector<std::pair<std::string, double>> setup_ms() const;
 
   // Point-to-point. A send matches the peer's recv of the same count and dtype; messages
   // between two ranks arrive in the order they were sent. send returns once the peer has

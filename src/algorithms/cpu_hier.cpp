@@ -103,7 +103,6 @@ void integer_avg(HierGroup& g, const CollArgs& a) {
 }  // namespace
 
 std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root) {
-  if (coll == Collective::Reduce) return "reduce_as_" + hier_route(g, Collective::AllReduce, count, elem_bytes, root);
   return plan_for(g, coll, count, std::max<size_t>(1, elem_bytes), root).name;
 }
 
@@ -113,9 +112,8 @@ bool hier_serves(Collective c) {
 }
 
 void hier_collective(HierGroup& g, const CollArgs& a) {
-  if (a.coll == Collective::Reduce) {
-    // An all_reduce that only the root keeps: the same plans, rounding and Avg rules (so reduce
-    // agrees bitwise with all_reduce), at up to twice the network bytes a tree reduce needs.
+  if (a.coll == Collective::Reduce && a.op == RedOp::Avg && !is_float(a.dtype)) {
+    // Integer Avg gathers every input everywhere anyway: an all_reduce that only the root keeps.
     std::vector<uint8_t> scratch(g.rank == a.root ? 0 : a.count * dtype_size(a.dtype));
     CollArgs b = a;
     b.coll = Collective::AllReduce;
@@ -133,6 +131,7 @@ void hier_collective(HierGroup& g, const CollArgs& a) {
   }
   const bool reduces = a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter;
   if (reduces && a.op == RedOp::Avg && !is_float(a.dtype)) return integer_avg(g, a);
+  const bool is_root = g.rank == a.root;
   const RedOp op = a.op == RedOp::Avg ? RedOp::Sum : a.op;
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
@@ -146,6 +145,15 @@ void hier_collective(HierGroup& g, const CollArgs& a) {
       if (g.rank == a.root && recv != send) std::memcpy(recv, send, a.count * es);
       run_plan(g, plan, recv, a.count, 1, a.dtype, op);
       break;
+    case Collective::Reduce: {
+      // The plan reduces in place in a work buffer: the root's output, a copy elsewhere (the
+      // caller's recv may be absent off the root, and its send must stay as it was).
+      std::vector<uint8_t> work(is_root ? 0 : a.count * es);
+      uint8_t* buf = is_root ? recv : work.data();
+      if (buf != send) std::memcpy(buf, send, a.count * es);
+      run_plan(g, plan, buf, a.count, 1, a.dtype, op);
+      break;
+    }
     case Collective::ReduceScatter: {
       // The plan reduces in a full-size copy of the input; the caller's output is one block.
       std::vector<uint8_t> work(send, send + a.count * w * es);
@@ -159,7 +167,7 @@ void hier_collective(HierGroup& g, const CollArgs& a) {
       break;
     default: break;  // Barrier above; the rest are refused by hier_serves
   }
-  if (reduces && a.op == RedOp::Avg) divide(recv, a.count, a.dtype, w);
+  if ((reduces || (a.coll == Collective::Reduce && is_root)) && a.op == RedOp::Avg) divide(recv, a.count, a.dtype, w);
 }
 
 }  // namespace actorcc::cpu

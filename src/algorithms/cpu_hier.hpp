@@ -46,7 +46,8 @@ struct HierGroup {
 std::string hier_route(const HierGroup& g, Collective coll, size_t count, size_t elem_bytes, int root);
 
 // The collectives the hierarchical plans carry: all_reduce, reduce_scatter, all_gather,
-// broadcast, barrier, and reduce (as an all_reduce whose result only the root keeps).
+// broadcast, barrier and reduce (rooted: reduced toward the root's node, agreeing bitwise
+// with all_reduce).
 bool hier_serves(Collective c);
 
 // g.call must hold CallDesc::of(a), and g.node->begin_call(g.call) must have been made.

@@ -136,6 +136,15 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
     pack(v.data(), buf, rr, es);
     return v;
   };
+  // This member's part reduced from every member's data there (from[k]: node k's), in node
+  // order: the same inputs in the same order wherever a rail reduces.
+  auto reduce_mine = [&](const std::vector<std::vector<uint8_t>>& from) {
+    std::vector<const void*> ins(n);
+    for (int k = 0; k < n; ++k) ins[k] = from[k].data();
+    std::vector<uint8_t> res(from[me].size());
+    reduce_n(res.data(), ins.data(), n, elems(r[me]), dt, op);
+    unpack(buf, res.data(), r[me], es);
+  };
   switch (s.op) {
     case StepOp::Barrier:
       for (int k = 1; k < n; ++k)
@@ -153,11 +162,27 @@ void rail_step(HierGroup& g, const Step& s, uint8_t* buf, const Chunk& c, DataTy
         from[src].resize(from[me].size());
         tcp::exchange(pair(to), out.data(), out.size(), pair(src), from[src].data(), from[src].size(), tag, deadline(), g.abort, g.call);
       }
-      std::vector<const void*> ins(n);
-      for (int k = 0; k < n; ++k) ins[k] = from[k].data();
-      std::vector<uint8_t> res(from[me].size());
-      reduce_n(res.data(), ins.data(), n, elems(r[me]), dt, op);
-      unpack(buf, res.data(), r[me], es);
+      reduce_mine(from);
+      return;
+    }
+    case StepOp::Reduce: {
+      // The members send the root their data at its part, all at once; the root reduces in
+      // node order, as AllReduce does.
+      if (me != s.root) {
+        auto out = packed(r[s.root]);
+        pair(s.root)->send(out.data(), out.size(), tag, deadline(), g.abort);
+        return;
+      }
+      std::vector<std::vector<uint8_t>> from(n);
+      from[me] = packed(r[me]);
+      std::vector<tcp::Transfer> xs;
+      for (int m = 0; m < n; ++m)
+        if (m != me) {
+          from[m].resize(from[me].size());
+          xs.push_back({pair(m), false, from[m].data(), from[m].size(), tag});
+        }
+      tcp::transfer(xs, deadline(), g.abort);
+      reduce_mine(from);
       return;
     }
     case StepOp::AllGather: {

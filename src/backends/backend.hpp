@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actorcc/error.hpp"
@@ -30,6 +31,8 @@ class BackendImpl {
   virtual void deregister_buffer(void* /*ptr*/) {}
   // `registered_output`: the call's output lies in a buffer passed to register_buffer.
   virtual std::string plan(Collective c, size_t bytes, bool registered_output) const = 0;
+  // Communicator::setup_ms.
+  virtual std::vector<std::pair<std::string, double>> setup_ms() const { return {}; }
 };
 
 // Factories; each throws UnsupportedError with the reason when it cannot serve the group.

@@ -430,4 +430,6 @@ std::string Communicator::plan(Collective c, size_t bytes, bool registered_outpu
   return impl_->backend->plan(c, bytes, registered_output);
 }
 
+std::vector<std::pair<std::string, double>> Communicator::setup_ms() const { return impl_->backend->setup_ms(); }
+
 }  // namespace actorcc

@@ -211,6 +211,40 @@ HierPlan broadcast(size_t count, size_t bytes, size_t elem_bytes, const NodeLayo
   return p;
 }
 
+// Rooted reduce: the reducing steps of all_reduce, with the result moved to the root alone,
+// so every element is reduced from the same inputs in the same order as all_reduce (reduce
+// agrees bitwise with it) while each network byte goes one way, to the root's node.
+HierPlan reduce(size_t count, size_t bytes, size_t elem_bytes, const NodeLayout& l, const RailPlan& r, int root,
+                const HierTuning& t) {
+  if (root < 0 || root >= l.world()) throw InvalidArgument("reduce root " + std::to_string(root) + " out of range");
+  const int root_node = l.node_of[root], root_local = l.local_index[root], per_node = l.ranks_per_node();
+  HierPlan p;
+  if (l.num_nodes() == 1) {
+    p = {"node_reduce", {node(StepOp::Reduce, Part::Whole, root_local)}};
+  } else if (per_node == 1) {
+    p = {"rail_reduce", {rail(StepOp::Reduce, Part::Whole, root_node)}};
+  } else if (r.shape == RailPlan::Shape::NodeLeaders) {
+    p = {"leaders_reduce_reduce", {node(StepOp::Reduce, Part::Whole), rail(StepOp::Reduce, Part::Whole, root_node, 0)}};
+    // A root that is not its node's leader gets the result from the leader.
+    if (root_local != 0) p.steps.push_back(node(StepOp::Broadcast, Part::Whole, 0, root_node));
+  } else if (bytes <= t.latency_max_bytes) {
+    // Small: each node reduces to the rank on the root's rail, which reduces across nodes.
+    p = {"hier_reduce_reduce",
+         {node(StepOp::Reduce, Part::Whole, root_local), rail(StepOp::Reduce, Part::Whole, root_node, root_local)}};
+    return p;
+  } else {
+    // Large: every rail reduces 1/L of the data to the root's node, whose ranks hand their
+    // shards to the root.
+    p = {"hier_rs_reduce_gather",
+         {node(StepOp::ReduceScatter, Part::Shard), rail(StepOp::Reduce, Part::Shard, root_node),
+          node(StepOp::Gather, Part::Shard, root_local, root_node)}};
+    chunk(p, count, elem_bytes, static_cast<size_t>(per_node), t);
+    return p;
+  }
+  if (bytes > t.latency_max_bytes) chunk(p, count, elem_bytes, 1, t);
+  return p;
+}
+
 }  // namespace
 
 HierPlan plan_hier(Collective coll, size_t count, size_t elem_bytes, const NodeLayout& layout, const RailPlan& rails,
@@ -228,6 +262,7 @@ HierPlan plan_hier(Collective coll, size_t count, size_t elem_bytes, const NodeL
       return p;
     }
     case Collective::Broadcast: return broadcast(count, bytes, elem_bytes, layout, rails, root, tuning);
+    case Collective::Reduce: return reduce(count, bytes, elem_bytes, layout, rails, root, tuning);
     case Collective::Barrier:
       if (layout.num_nodes() == 1) return {"node_barrier", {node(StepOp::Barrier, Part::Whole)}};
       return {"hier_barrier",

@@ -82,6 +82,32 @@ void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp
   check_hashes(c, what, h.data() + out_off, want.data(), bytes, true);
 }
 
+void test_refused(Communicator& c, Collective coll, DataType t, RedOp op, size_t n) {
+  if (sampled_out()) return;
+  const size_t total = coll == Collective::ReduceScatter ? n * g_world : n;
+  const bool rs = coll == Collective::ReduceScatter;
+  const CaseScope cs(rs ? "reduce_scatter_refused" : "all_reduce_refused", t, std::string(to_string(op)),
+                     total * dtype_size(t));
+  const std::string what = desc(rs ? "reduce_scatter" : "all_reduce", "refused", t, op, n, false, 0, 0);
+  try {
+    if (coll == Collective::ReduceScatter) c.reduce_scatter(d_a, d_b, n, t, op, g_stream);
+    else c.all_reduce(d_a, d_b, n, t, op, g_stream);
+    sync_or_fail(what);
+    fail(what + ": ran instead of being refused");
+  } catch (const UnsupportedError& e) {
+    if (std::string(e.what()).find("rank " + std::to_string(g_rank)) == std::string::npos)
+      fail(what + ": the refusal does not name this rank: " + e.what());
+  } catch (const std::exception& e) {
+    fail(what + ": threw other than UnsupportedError: " + e.what());
+  }
+}
+
+bool spans_nodes(const Communicator& c) {
+  for (const auto& p : c.peers())
+    if (p.node != c.peers().front().node) return true;
+  return false;
+}
+
 void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool inplace, uint64_t seed, int mis) {
   if (sampled_out()) return;
   const size_t es = dtype_size(t), total = n * g_world;

@@ -15,6 +15,11 @@ void test_allreduce(Communicator& c, const std::string& cname, DataType t, RedOp
 void test_reduce_scatter(Communicator& c, DataType t, RedOp op, size_t n, bool inplace, uint64_t seed, int mis = 0);
 void test_all_gather(Communicator& c, DataType t, size_t n, bool inplace, int mis, uint64_t seed);
 void test_broadcast(Communicator& c, DataType t, size_t n, int root, bool inplace, uint64_t seed, int mis = 0);
+// A call the group refuses before any work (UnsupportedError on this rank, as on every rank),
+// after which the group still serves calls: `coll` is all_reduce or reduce_scatter.
+void test_refused(Communicator& c, Collective coll, DataType t, RedOp op, size_t n);
+// Whether the group's ranks lie on more than one node (the hierarchical GPU backend serves it).
+bool spans_nodes(const Communicator& c);
 
 // A misalignment for case `seed` (1..15), so a sweep's misaligned cases cycle through them all.
 inline int mis_of(uint64_t seed) { return 1 + int(seed % 15); }

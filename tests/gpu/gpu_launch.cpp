@@ -1,15 +1,17 @@
 // gpu_launch: starts one group of GPU workers the way actor frameworks do — one process per
 // rank, each seeing only the GPU it was given through CUDA_VISIBLE_DEVICES.
-//   gpu_launch --devices 0,1 [--ids N] [--timeout S] -- ./gpu_worker [worker args]
+//   gpu_launch --devices 0,1 [--ids N] [--timeout S] [--nodes K] -- ./gpu_worker [worker args]
 // It creates N UniqueIds (so this process hosts the roots), passes them to every worker as
 // ACTORCC_TEST_IDS (comma-separated) with ACTORCC_TEST_RANK / ACTORCC_TEST_WORLD, waits for
 // all workers (killing those it started when the timeout passes) and exits non-zero if any
-// worker failed.
+// worker failed. --nodes K: the ranks in K virtual nodes of consecutive ranks (ACTORCC_NODE_ID,
+// and NCCL_HOSTID so NCCL takes them for separate hosts), as actorcc-bench --nodes does.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +28,7 @@ extern char** environ;
 
 int main(int argc, char** argv) {
   std::vector<std::string> devices;
-  int nids = 4, timeout_s = 300;
+  int nids = 4, timeout_s = 300, nodes = 1;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -38,13 +40,15 @@ int main(int argc, char** argv) {
       nids = std::atoi(argv[++i]);
     } else if (a == "--timeout" && i + 1 < argc) {
       timeout_s = std::atoi(argv[++i]);
+    } else if (a == "--nodes" && i + 1 < argc) {
+      nodes = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--") {
       ++i;
       break;
     }
   }
   if (devices.empty() || i >= argc) {
-    std::fprintf(stderr, "usage: gpu_launch --devices 0,1 [--ids N] [--timeout S] -- worker [args]\n");
+    std::fprintf(stderr, "usage: gpu_launch --devices 0,1 [--ids N] [--timeout S] [--nodes K] -- worker [args]\n");
     return 2;
   }
   std::string ids;
@@ -56,10 +60,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> env;
     // The launcher's own words replace any inherited ones; other ACTORCC_TEST_* settings
     // (ACTORCC_TEST_TUNE_ONLY) pass through.
-    auto ours = [](const char* e) {
+    auto ours = [nodes](const char* e) {
       for (const char* k : {"CUDA_VISIBLE_DEVICES", gpu_launch::kRank, gpu_launch::kWorld, gpu_launch::kIds})
         if (std::strncmp(e, k, std::strlen(k)) == 0 && e[std::strlen(k)] == '=') return true;
-      return false;
+      return nodes > 1 && (std::strncmp(e, "ACTORCC_NODE_ID=", 16) == 0 || std::strncmp(e, "NCCL_HOSTID=", 12) == 0);
     };
     for (char** e = environ; *e; ++e)
       if (!ours(*e)) env.push_back(*e);
@@ -67,6 +71,11 @@ int main(int argc, char** argv) {
     env.push_back(std::string(gpu_launch::kRank) + "=" + std::to_string(r));
     env.push_back(std::string(gpu_launch::kWorld) + "=" + std::to_string(world));
     env.push_back(std::string(gpu_launch::kIds) + "=" + ids);
+    if (nodes > 1) {
+      const int per_node = (world + nodes - 1) / nodes, node = std::min(r / per_node, nodes - 1);
+      env.push_back("ACTORCC_NODE_ID=vnode" + std::to_string(node));
+      env.push_back("NCCL_HOSTID=vnode" + std::to_string(node));
+    }
     std::vector<char*> envp, args;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);

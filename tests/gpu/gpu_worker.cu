@@ -77,7 +77,9 @@ int main(int argc, char** argv) {
   try {
     if (stall && g_world > 1) stall_experiment();
     if (mut_check) mutation_check(seed);
-    if (g_shared_gpu) refused_without_share_setting();
+    // On virtual nodes (gpu_launch --nodes) the ranks sharing the GPU may lie on different
+    // nodes, which share nothing but the device: the refusal is a rule within a node.
+    if (g_shared_gpu && !std::getenv("ACTORCC_NODE_ID")) refused_without_share_setting();
     if (evidence_s > 0) evidence_matrix(evidence_s, seed);
     if (reg_only && g_world > 1) registered_groups(true, seed);
     if (!bench_only && !stall && !reg_only && !mut_check && evidence_s <= 0) tier_matrix(quick, seed);

@@ -261,9 +261,12 @@ void mutation_check(uint64_t& seed) {
     for (size_t n : {size_t(100003), size_t(1000003)}) test_reduce_scatter(*c, t, RedOp::Sum, n, false, seed++);
 }
 
-void evidence_matrix(double cap_s, uint64_t& seed) {
-  const auto start = std::chrono::steady_clock::now();
-  auto c = make_comm("evidence", "");
+namespace {
+// The evidence matrix's passes over `c`, until `cap_s` after `start`. Across nodes an integer
+// avg is refused on every rank (the hierarchical path sums, then divides once, in floating
+// point only), so those cases check the refusal and that the group serves the next call.
+void evidence_cases(Communicator& c, std::chrono::steady_clock::time_point start, double cap_s, uint64_t& seed) {
+  const bool across = spans_nodes(c);
   // Per pass the elements of an all_reduce / broadcast call; reduce_scatter and all_gather take
   // a per-rank share of about the same total.
   const size_t passes[] = {311, 65543, (1u << 20) + 5};
@@ -276,21 +279,40 @@ void evidence_matrix(double cap_s, uint64_t& seed) {
     auto inplace = [&](long j) { return (j + p) % 3 == 1; };
     for (DataType t : kTypes) {
       for (RedOp op : kOps) {
-        if (!time_left(*c, start, cap_s)) return;
-        test_allreduce(*c, "evidence", t, op, n, inplace(j_ar), mis(j_ar), seed);
+        if (!time_left(c, start, cap_s)) return;
+        if (across && op == RedOp::Avg && !testref::is_float(t)) {
+          test_refused(c, Collective::AllReduce, t, op, n);
+          test_refused(c, Collective::ReduceScatter, t, op, share);
+          continue;
+        }
+        test_allreduce(c, "evidence", t, op, n, inplace(j_ar), mis(j_ar), seed);
         ++seed, ++j_ar;
-        test_reduce_scatter(*c, t, op, share, inplace(j_rs), seed, mis(j_rs));
+        test_reduce_scatter(c, t, op, share, inplace(j_rs), seed, mis(j_rs));
         ++seed, ++j_rs;
       }
-      if (!time_left(*c, start, cap_s)) return;
-      test_all_gather(*c, t, share, inplace(j_ag), mis(j_ag), seed);
+      if (!time_left(c, start, cap_s)) return;
+      test_all_gather(c, t, share, inplace(j_ag), mis(j_ag), seed);
       ++seed, ++j_ag;
-      test_broadcast(*c, t, n, int(j_bc % g_world), inplace(j_bc), seed, mis(j_bc));
+      test_broadcast(c, t, n, int(j_bc % g_world), inplace(j_bc), seed, mis(j_bc));
       ++seed, ++j_bc;
     }
     if (g_rank == 0)
       std::printf("evidence: %zu elements done, %ld cases, %ld failures (%.1f s)\n", n, g_cases, g_fail,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+}  // namespace
+
+void evidence_matrix(double cap_s, uint64_t& seed) {
+  const auto start = std::chrono::steady_clock::now();
+  auto c = make_comm("evidence", "");
+  evidence_cases(*c, start, cap_s, seed);
+  // Across nodes also the captured path: all_reduce chains, an all_gather and a barrier in one
+  // CUDA graph replayed (the rails' NCCL calls inside it), then calls back to back.
+  if (spans_nodes(*c)) {
+    test_graph(*c, rounds(true));
+    test_back_to_back(*c, rounds(true));
+    if (g_rank == 0) std::printf("evidence across nodes: graph and back-to-back done, %ld cases, %ld failures\n", g_cases, g_fail);
   }
 }
 

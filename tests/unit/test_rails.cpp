@@ -160,6 +160,14 @@ std::vector<std::vector<long>> random_buffers(int world, size_t n, std::mt19937&
   return b;
 }
 
+// Every rank's buffer added element by element.
+std::vector<long> elementwise_sum(const std::vector<std::vector<long>>& bufs) {
+  std::vector<long> sum(bufs.at(0).size(), 0);
+  for (const auto& b : bufs)
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+  return sum;
+}
+
 // Small tuning so that modest counts already take the chunked, pipelined path.
 HierTuning small_tuning() {
   HierTuning t;
@@ -301,6 +309,24 @@ TEST(HierPlanner, OtherCollectivesRules) {
   EXPECT_EQ(plan_hier(Collective::AllGather, 10, 4, u, urp).name, "leaders_gather_ag_bcast");
   EXPECT_EQ(plan_hier(Collective::Broadcast, 10, 4, u, urp, 3).steps.size(), 3u);  // root 3 is no leader
   EXPECT_EQ(plan_hier(Collective::Broadcast, 10, 4, u, urp, 2).steps.size(), 2u);  // root 2 leads node 1
+  // Reduce toward the root's node: small on the root's rail alone, large on every rail then a
+  // gather inside the root's node; unequal nodes through the leaders.
+  HierPlan small = plan_hier(Collective::Reduce, 16, 4, l, rp, 5);
+  EXPECT_EQ(small.name, "hier_reduce_reduce");
+  EXPECT_EQ(small.steps, (std::vector<Step>{{Scope::Node, StepOp::Reduce, Part::Whole, 2},
+                                         {Scope::Rail, StepOp::Reduce, Part::Whole, 1, 2}}));
+  HierPlan large = plan_hier(Collective::Reduce, 1 << 24, 4, l, rp, 5);
+  EXPECT_EQ(large.name, "hier_rs_reduce_gather");
+  EXPECT_EQ(large.steps, (std::vector<Step>{{Scope::Node, StepOp::ReduceScatter, Part::Shard},
+                                         {Scope::Rail, StepOp::Reduce, Part::Shard, 1},
+                                         {Scope::Node, StepOp::Gather, Part::Shard, 2, 1}}));
+  EXPECT_EQ(large.num_chunks, 16u);
+  EXPECT_THROW(plan_hier(Collective::Reduce, 16, 4, l, rp, 8), InvalidArgument);
+  EXPECT_EQ(plan_hier(Collective::Reduce, 10, 4, u, urp, 3).name, "leaders_reduce_reduce");
+  EXPECT_EQ(plan_hier(Collective::Reduce, 10, 4, u, urp, 3).steps.size(), 3u);  // root 3 is no leader
+  EXPECT_EQ(plan_hier(Collective::Reduce, 10, 4, u, urp, 2).steps.size(), 2u);
+  NodeLayout one_each = node_layout(placement({1, 1, 1}, false));
+  EXPECT_EQ(plan_hier(Collective::Reduce, 10, 4, one_each, plan_rails(one_each), 1).name, "rail_reduce");
 }
 
 TEST(HierPlanner, NetworkStepsNeverJoinTwoRanksOfOneNode) {
@@ -331,9 +357,7 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           HierPlan p = plan_hier(Collective::AllReduce, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, 1};
           auto buf = random_buffers(w, count, rng);
-          std::vector<long> want(count, 0);
-          for (const auto& b : buf)
-            for (size_t i = 0; i < count; ++i) want[i] += b[i];
+          const std::vector<long> want = elementwise_sum(buf);
           sim.run(p, buf);
           for (int r = 0; r < w; ++r) ASSERT_EQ(buf[r], want) << p.name << " rank " << r;
         }
@@ -345,13 +369,19 @@ TEST(HierPlanner, PlansComputeTheFlatCollective) {
           sim.run(p, buf);
           for (int r = 0; r < w; ++r) ASSERT_EQ(buf[r], want) << p.name << " root " << root << " rank " << r;
         }
+        for (int root = 0; root < w; root += std::max(1, w / 3)) {  // reduce: the root ends with the sum
+          HierPlan p = plan_hier(Collective::Reduce, count, sizeof(long), l, rp, root, t);
+          Sim sim{l, rp, count, 1};
+          auto buf = random_buffers(w, count, rng);
+          const std::vector<long> want = elementwise_sum(buf);
+          sim.run(p, buf);
+          ASSERT_EQ(buf[root], want) << p.name << " root " << root;
+        }
         {  // reduce_scatter: rank r ends with the sum of every rank's block r
           HierPlan p = plan_hier(Collective::ReduceScatter, count, sizeof(long), l, rp, 0, t);
           Sim sim{l, rp, count, w};
           auto buf = random_buffers(w, count * w, rng);
-          std::vector<long> sum(count * w, 0);
-          for (const auto& b : buf)
-            for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+          const std::vector<long> sum = elementwise_sum(buf);
           sim.run(p, buf);
           for (int r = 0; r < w; ++r)
             ASSERT_TRUE(std::equal(sum.begin() + r * count, sum.begin() + (r + 1) * count, buf[r].begin() + r * count))

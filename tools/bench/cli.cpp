@@ -136,7 +136,8 @@ nccl-tests flags:
   -i, --stepbytes SIZE    add SIZE each step (used when -f 1)
   -n, --iters N           timed calls per size (default 0 = 200 up to 16 MB, 20 above)
   -w, --warmup_iters N    warm-up calls per size (default 5; on GPUs every implementation
-                          first makes 2000 untimed calls of the smallest size)
+                          first makes up to 2000 untimed calls of the smallest size, for at
+                          most about 1 s)
   -c, --check 0|1         check every result exactly (default 1)
   -d, --datatype T        float|half|bfloat16|double|int8|uint8|int32|int64 (default float)
   -o, --op OP             sum|prod|min|max|avg (default sum)

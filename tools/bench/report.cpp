@@ -57,8 +57,12 @@ double busbw_factor(Collective c, int world) {
 }
 
 std::string format_impl(const std::string& impl) { return "impl\t" + clean(impl) + "\n"; }
-std::string format_startup(double init_ms, double first_op_ms) {
-  return "startup\t" + num(init_ms, 9) + "\t" + num(first_op_ms, 9) + "\n";
+std::string format_startup(double init_ms, double first_op_ms,
+                           const std::vector<std::pair<std::string, double>>& setup_ms, const std::string& note) {
+  std::string steps;
+  for (const auto& [k, ms] : setup_ms) steps += (steps.empty() ? "" : ",") + clean(k) + "=" + num(ms, 9);
+  return "startup\t" + num(init_ms, 9) + "\t" + num(first_op_ms, 9) + "\t" + (steps.empty() ? "-" : steps) + "\t" +
+         (note.empty() ? "-" : clean(note)) + "\n";
 }
 std::string format_row(const Row& r) {
   std::ostringstream os;
@@ -99,6 +103,13 @@ std::string apply_line(const std::string& line, std::vector<ImplResult>& out, st
     if (k == "startup" && f.size() >= 3) {
       out.back().init_ms = std::strtod(f[1].c_str(), nullptr);
       out.back().first_op_ms = std::strtod(f[2].c_str(), nullptr);
+      if (f.size() >= 4 && f[3] != "-") {
+        std::istringstream steps(f[3]);
+        for (std::string kv; std::getline(steps, kv, ',');)
+          if (auto eq = kv.find('='); eq != std::string::npos)
+            out.back().setup_ms.emplace_back(kv.substr(0, eq), std::strtod(kv.c_str() + eq + 1, nullptr));
+      }
+      if (f.size() >= 5 && f[4] != "-") out.back().startup_note = f[4];
       return k;
     }
     if (k == "row" && f.size() >= 10) {
@@ -125,6 +136,13 @@ void print_startup(std::FILE* f, const ImplResult& r) {
   std::fprintf(f, "#\n# implementation: %s\n", r.impl.c_str());
   std::fprintf(f, "# %s: init %.1f ms after the last rank arrived, first 4 KB call %.3f ms\n", r.impl.c_str(),
                r.init_ms, r.first_op_ms);
+  if (!r.setup_ms.empty()) {
+    std::fprintf(f, "# %s: set-up (slowest rank):", r.impl.c_str());
+    for (size_t i = 0; i < r.setup_ms.size(); ++i)
+      std::fprintf(f, "%s %s %.1f ms", i ? "," : "", r.setup_ms[i].first.c_str(), r.setup_ms[i].second);
+    std::fprintf(f, "\n");
+  }
+  if (!r.startup_note.empty()) std::fprintf(f, "# %s: %s\n", r.impl.c_str(), r.startup_note.c_str());
 }
 
 void print_table_header(std::FILE* f, const ImplResult& r) {
@@ -300,7 +318,15 @@ std::string to_json(const RunInfo& info, const std::vector<ImplResult>& results)
     o << (i ? "," : "") << "\n    {\n      \"impl\": " << q(r.impl) << ",\n";
     if (!r.skipped.empty()) o << "      \"skipped\": " << q(r.skipped) << ",\n";
     o << "      \"startup\": {\"init_ms\": " << (r.init_ms < 0 ? "null" : num(r.init_ms))
-      << ", \"first_op_ms\": " << (r.first_op_ms < 0 ? "null" : num(r.first_op_ms)) << "},\n";
+      << ", \"first_op_ms\": " << (r.first_op_ms < 0 ? "null" : num(r.first_op_ms));
+    if (!r.setup_ms.empty()) {
+      o << ", \"setup_ms\": {";
+      for (size_t k = 0; k < r.setup_ms.size(); ++k)
+        o << (k ? ", " : "") << q(r.setup_ms[k].first) << ": " << num(r.setup_ms[k].second);
+      o << "}";
+    }
+    if (!r.startup_note.empty()) o << ", \"note\": " << q(r.startup_note);
+    o << "},\n";
     o << "      \"rows\": [";
     for (size_t j = 0; j < r.rows.size(); ++j) {
       const auto& w = r.rows[j];

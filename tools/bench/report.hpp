@@ -29,6 +29,10 @@ struct ImplResult {
   std::string impl;        // actorcc | nccl | nccl-symmetric
   double init_ms = -1;     // -1 = not measured
   double first_op_ms = -1;
+  // The implementation's own set-up steps, max over ranks (Communicator::setup_ms: the rails'
+  // NCCL init and connection across nodes), and what the startup numbers leave out.
+  std::vector<std::pair<std::string, double>> setup_ms;
+  std::string startup_note;
   std::string skipped;     // why the implementation could not run ("" = it ran)
   std::vector<Row> rows;
 };
@@ -38,7 +42,9 @@ double busbw_factor(Collective c, int world);
 
 // results.tsv lines.
 std::string format_impl(const std::string& impl);
-std::string format_startup(double init_ms, double first_op_ms);
+std::string format_startup(double init_ms, double first_op_ms,
+                           const std::vector<std::pair<std::string, double>>& setup_ms = {},
+                           const std::string& note = "");
 std::string format_row(const Row& r);
 std::string format_skip(const std::string& impl, const std::string& why);
 

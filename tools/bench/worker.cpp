@@ -23,6 +23,7 @@
 #include "host_data.hpp"
 #include "transport/nccl/nccl_loader.hpp"
 #include "report.hpp"
+#include "settle.hpp"
 
 namespace actorcc::bench {
 using nccl::NcclComm;
@@ -273,19 +274,29 @@ double Worker::first_op_ms(Impl& impl) {
 }
 
 // The first sizes of a GPU sweep ran 0.5-1.3 us per call slower than the next ones, in every
-// implementation alike (bench/results/2026-11-30-h200x2-{k,l,m}: the GPU idles at 345 MHz and
-// its clocks ramp up after set-up), so every implementation first runs kSettleCalls untimed calls
-// of the first size. The count is fixed, so every rank makes the same calls.
+// implementation alike (the GPU idles at 345 MHz and its clocks ramp up after set-up), so every
+// implementation first runs untimed calls of the first size, in rounds (settle.hpp) bounded by
+// count and time; after each round the ranks agree on the elapsed time, so all make the same
+// calls, and the phase line shows the progress to the launcher.
 void Worker::settle(Impl& impl, const std::vector<size_t>& sizes) {
-  constexpr int kSettleCalls = 2000;
   if (!gpu_ || sizes.empty()) return;
   Layout l = layout(impl, sizes.front());
   if (l.count == 0) return;
-  phase(impl.name + ": settling (" + std::to_string(kSettleCalls) + " untimed calls)");
+  const std::string what = impl.name + ": settling (";
+  phase(what + "up to " + std::to_string(kSettleCalls) + " untimed calls or " + std::to_string(static_cast<int>(kSettleMs)) + " ms)");
   fill_inputs(l, false);
   comm_->host_barrier();
-  for (int i = 0; i < kSettleCalls; ++i) impl.call(l.send, l.recv, l.arg);
-  sync();
+  const double t0 = steady_us();
+  int done = 0;
+  double elapsed_ms = 0;
+  for (int n; (n = settle_next_round(done, elapsed_ms)) > 0;) {
+    for (int i = 0; i < n; ++i) impl.call(l.send, l.recv, l.arg);
+    sync();
+    done += n;
+    elapsed_ms = gather_max({(steady_us() - t0) / 1e3})[0];
+    phase(what + std::to_string(done) + " of " + std::to_string(kSettleCalls) + " untimed calls, " +
+          std::to_string(static_cast<int>(elapsed_ms)) + " ms)");
+  }
 }
 
 void Worker::sweep(Impl& impl, bool inject_here) {
@@ -443,7 +454,13 @@ void Worker::run_actorcc() {
   }
   double init_ms = static_cast<double>(last_ready - last_arrival) / 1e3;
   double first = first_op_ms(impl);
-  emit(format_startup(init_ms, first));
+  // The backend's own set-up steps (the rails' NCCL init and connection), slowest rank each.
+  auto steps = comm_->setup_ms();
+  std::vector<double> mine;
+  for (const auto& st : steps) mine.push_back(st.second);
+  const auto worst = gather_max(mine);
+  for (size_t k = 0; k < steps.size(); ++k) steps[k].second = worst[k];
+  emit(format_startup(init_ms, first, steps));
   if (c_.register_buffers) {
     comm_->register_buffer(impl.a, bytes);
     comm_->register_buffer(impl.b, bytes);
@@ -531,7 +548,13 @@ void Worker::run_nccl(bool symmetric) {
   };
   nccl_inputs_ = true;
   double first = first_op_ms(impl);
-  emit(format_startup(init_ms, first));
+  // NCCL's one-time cost per process (loading it, its topology discovery) falls on the first
+  // communicator a process makes: where actorcc's rails made one before, this init is not it.
+  const bool after_rails = !comm_->setup_ms().empty();
+  emit(format_startup(init_ms, first, {},
+                      after_rails ? "init after actorcc's rails in the same processes: NCCL's one-time per-process "
+                                    "cost (library load, topology) was paid there (actorcc's nccl_init)"
+                                  : ""));
   sweep(impl, false);
   nccl_inputs_ = false;
   sync();

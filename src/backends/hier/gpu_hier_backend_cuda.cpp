@@ -71,8 +71,9 @@ class GpuHierBackend final : public BackendImpl {
     g_.one = static_cast<int*>(cu_->scratch.get());
     LOG_INFO("rank " << ctx.rank << ": GPU across " << g_.layout.num_nodes() << " nodes, "
                      << (g_.rails.note.empty() ? "one NCCL rail per local index" : "one NCCL rail of node leaders")
-                     << (rail >= 0 ? ", in " + rail_->what() : std::string(", in no rail")) << "; rail setup took "
-                     << rail_setup_ms_ << " ms");
+                     << (rail >= 0 ? ", in " + rail_->what() : std::string(", in no rail")) << "; rail setup "
+                     << rail_setup_ms_ << " ms (NCCL init " << rail_->init_ms() << ", connect " << rail_->connect_ms()
+                     << ")");
   }
 
   ~GpuHierBackend() override {
@@ -99,6 +100,10 @@ class GpuHierBackend final : public BackendImpl {
       ctx_.abort_group(e.what());
       throw;
     }
+  }
+
+  std::vector<std::pair<std::string, double>> setup_ms() const override {
+    return {{"rail_setup", rail_setup_ms_}, {"nccl_init", rail_->init_ms()}, {"connect", rail_->connect_ms()}};
   }
 
   std::string plan(Collective c, size_t bytes, bool) const override {

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "bootstrap/outcomes.hpp"
@@ -11,6 +12,10 @@
 namespace actorcc::nccl {
 
 namespace {
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
 std::string describe(const std::string& what, const std::vector<int>& members) {
   std::ostringstream os;
   os << what << " (ranks ";
@@ -48,12 +53,14 @@ std::shared_ptr<NcclGroup> NcclGroup::join(GroupContext& ctx, const std::vector<
   // timeout and the group's abort, and a rank whose setup fails aborts the group, which ends
   // the others' waits at once with its reason.
   NcclWait wait{ctx.options.join_timeout, [abort = ctx.abort] { abort->throw_if_raised(); }, ctx.rank};
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     g->comm_ = g->lib_->init_rank(static_cast<int>(members.size()), ready.text(members.front()), g->nccl_rank_, wait);
   } catch (const std::exception& e) {
     ctx.abort_group("NCCL setup of " + g->what_ + " failed: " + e.what());
     throw;
   }
+  g->init_ms_ = ms_since(t0);
   // The watch is stopped first in the destructor, so its thread may use the group directly.
   NcclGroup* self = g.get();
   g->watch_ = std::make_unique<NcclWatch>(ctx.abort, ctx.rank, ctx.options.device, ctx.options.timeout, g->what_,
@@ -71,7 +78,34 @@ std::shared_ptr<NcclGroup> NcclGroup::join(GroupContext& ctx, const std::vector<
       s->aborted_ = true;
     }
   });
+  const auto t1 = std::chrono::steady_clock::now();
+  try {
+    g->connect(ctx);
+  } catch (const std::exception& e) {
+    if (!ctx.abort->raised()) ctx.bootstrap->abort("NCCL connection of " + g->what_ + " failed: " + e.what());
+    throw;
+  }
+  g->connect_ms_ = ms_since(t1);
   return g;
+}
+
+// NCCL connects a communicator's channels on the first call of each algorithm, not in
+// ncclCommInitRank (NCCL_RUNTIME_CONNECT, default on since 2.22): a 1-element all_reduce (the
+// tree or ring a small all_reduce takes) and all_gather (the ring) make those connections part
+// of this bounded set-up, so a caller's first collective pays only its own time. The wait is
+// bounded like any call's: the watch aborts the group on the call timeout or NCCL's async
+// error, and ncclCommAbort ends the kernels, so the synchronisation returns.
+void NcclGroup::connect(GroupContext& ctx) {
+  const size_t world = members_.size();
+  cuda_rt::Stream s;
+  cuda_rt::DeviceBuffer buf((world + 1) * sizeof(float));
+  float* p = static_cast<float*>(buf.get());
+  call("ncclAllReduce + ncclAllGather (connecting the channels)", s.get(), [&](NcclComm& c) {
+    c.run(Collective::AllReduce, p, p, 1, DataType::Float32, RedOp::Sum, 0, s.get());
+    c.run(Collective::AllGather, p, p + 1, 1, DataType::Float32, RedOp::Sum, 0, s.get());
+  });
+  cuda_rt::check(cudaStreamSynchronize(s.get()), "cudaStreamSynchronize", ctx.rank);
+  ctx.abort->throw_if_raised();
 }
 
 NcclGroup::~NcclGroup() {

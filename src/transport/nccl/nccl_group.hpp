@@ -36,6 +36,10 @@ class NcclGroup {
   int nccl_rank() const { return nccl_rank_; }
   const NcclLib& lib() const { return *lib_; }
   const std::string& what() const { return what_; }
+  // This rank's set-up, in ms: ncclCommInitRank, then the first calls that connect NCCL's
+  // channels (0 for a rank in no communicator).
+  double init_ms() const { return init_ms_; }
+  double connect_ms() const { return connect_ms_; }
 
   // Runs `enqueue` on the communicator under its lock, then has the watch track `stream`
   // (the calls' completion) with `call` naming it in a timeout. Throws the group's error when
@@ -53,6 +57,7 @@ class NcclGroup {
  private:
   NcclGroup() = default;
   void track(const char* call, void* stream);
+  void connect(GroupContext& ctx);
 
   std::shared_ptr<NcclLib> lib_;
   std::shared_ptr<AbortSignal> abort_;
@@ -62,6 +67,7 @@ class NcclGroup {
   std::mutex mu_;
   std::unique_ptr<NcclComm> comm_;
   bool aborted_ = false;
+  double init_ms_ = 0, connect_ms_ = 0;
   std::unique_ptr<NcclWatch> watch_;
 };
 

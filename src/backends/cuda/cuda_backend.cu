@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "algorithms/cuda/launch.hpp"
 #include "algorithms/cuda/planner.hpp"
@@ -21,6 +22,7 @@
 #include "backends/cuda/cuda_settings.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
+#include "common/deadline.hpp"
 #include "common/log.hpp"
 #include "common/watchdog.hpp"
 #include "group/call_desc.hpp"
@@ -367,6 +369,11 @@ class CudaBackend final : public BackendImpl {
             std::to_string(ctx_.global_rank(ctx_.rank)) + "'s; nothing was written into another rank's output";
       ctx_.abort->raise(peer, ErrorCode::InvalidArgument, msg);
     } else {
+      // The kernel obeyed an abort whose reason may still be on its way (the rank that found
+      // the cause tells the group through the bootstrap): wait a moment for it, so the error
+      // names the cause rather than only the abort.
+      const Deadline reason_by = Deadline::after(std::chrono::milliseconds(1000));
+      while (!ctx_.abort->raised() && !reason_by.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       ctx_.abort->raise(peer, ErrorCode::Remote, me + "CUDA " + what + " stopped: the group was aborted");
     }
     if (!msg.empty() && !told_group_.exchange(true)) {

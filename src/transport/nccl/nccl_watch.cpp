@@ -63,6 +63,11 @@ void NcclWatch::track(const char* call, void* stream) {
 
 void NcclWatch::loop() {
   cudaSetDevice(device_);
+  // Relaxed: this thread's event queries must not count as unsafe calls during another
+  // thread's graph capture (global mode), which would invalidate that capture (as NCCL's own
+  // proxy threads do). The events it queries are never part of a capture.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
     // Idle: nothing to bound, so no polling either.

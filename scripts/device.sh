@@ -452,6 +452,9 @@ echo "== summary ($(($(date +%s) - T0)) s)"
 cat "$SUMMARY"
 # Everything but the summary in one archive: a run's dozens of logs and JSON files then come
 # back as one file wherever only a few files are fetched from $OUT.
-tar -czf "$OUT/results.tgz" -C "$OUT" --exclude results.tgz --exclude summary.txt . 2>/dev/null &&
-  find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name summary.txt -exec rm -rf {} +
+# tar exits 1 when a file changed while it was read (a log the caller still writes, such as its
+# own redirect into $OUT): the archive is still whole, so only a worse exit keeps the files. A
+# top-level *.log is the caller's and stays.
+tar -czf "$OUT/results.tgz" -C "$OUT" --exclude results.tgz --exclude summary.txt . 2>/dev/null
+[ $? -le 1 ] && find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name summary.txt ! -name '*.log' -exec rm -rf {} +
 exit $FAILED

@@ -265,13 +265,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
       out = std::move(m);
       break;
     }
-    case MsgType::PeerLeft: {
-      PeerLeft m;
-      m.rank = r.i32();
-      m.collectives = r.u64();
-      out = std::move(m);
-      break;
-    }
+    case MsgType::PeerLeft: out = PeerLeft{r.i32(), r.u64()}; break;  // braces: read in order
     default: throw WireError("unknown frame type " + std::to_string(static_cast<int>(type)));
   }
   r.finish();

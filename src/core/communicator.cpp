@@ -131,8 +131,7 @@ struct Communicator::Impl {
   // rule, and an abort would also cut short the point-to-point calls still running between
   // the others, which may go on; a call to or from the leaver fails the same way.
   void enter(const CollArgs& a) {
-    const bool p2p = a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv;
-    if (!p2p) {
+    if (!is_point_to_point(a.coll)) {
       const uint64_t k = collectives.fetch_add(1) + 1;
       std::lock_guard<std::mutex> g(left_mu);
       for (int r = 0; r < ctx.world; ++r)
@@ -161,7 +160,7 @@ struct Communicator::Impl {
   // each rank appends its send and receive counts, and every rank checks every pair, so a
   // disagreement fails on every rank, naming both, before any data moves.
   void check_matching(const CollArgs& a) {
-    if (a.coll == Collective::Send || a.coll == Collective::Recv || a.coll == Collective::SendRecv) return;
+    if (is_point_to_point(a.coll)) return;
     std::string blob = CallDesc::of(a).text();
     if (a.coll == Collective::AllToAllV) {
       blob += '\n';

@@ -16,6 +16,12 @@
 
 namespace actorcc {
 
+// The calls between pairs of ranks (a send, a receive, a batch of them): they involve only their
+// peers, unlike every collective.
+inline bool is_point_to_point(Collective c) {
+  return c == Collective::Send || c == Collective::Recv || c == Collective::SendRecv;
+}
+
 struct CollArgs {
   Collective coll = Collective::AllReduce;
   const void* send = nullptr;

@@ -85,7 +85,7 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
 
 // The calls that run as transfers on per-pair channels (algorithms/cuda/p2p_push.cu).
 bool is_p2p_per_pair(Collective c) {
-  return c == Collective::Send || c == Collective::Recv || c == Collective::SendRecv || c == Collective::AllToAllV;
+  return is_point_to_point(c) || c == Collective::AllToAllV;
 }
 
 class CudaBackend final : public BackendImpl {

@@ -107,7 +107,7 @@ class GpuHierBackend final : public BackendImpl {
   }
 
   std::string plan(Collective c, size_t bytes, bool) const override {
-    if (!hier::rules_serve(c)) return point_to_point(c) ? "none" : "nccl";
+    if (!hier::rules_serve(c)) return is_point_to_point(c) ? "none" : "nccl";
     const bool per_rank = c == Collective::ReduceScatter || c == Collective::AllGather;
     return plan_of(c, per_rank ? bytes / ctx_.world : bytes, 1, 0).name;
   }
@@ -117,16 +117,12 @@ class GpuHierBackend final : public BackendImpl {
     return topology::plan_hier(c, c == Collective::Barrier ? 1 : count, es, g_.layout, g_.rails, root, g_.tuning);
   }
 
-  static bool point_to_point(Collective c) {
-    return c == Collective::Send || c == Collective::Recv || c == Collective::SendRecv;
-  }
-
   // The calls the plans do not cover, through one NCCL communicator over all ranks. It is
   // collective to set up, so only calls every rank makes may create it.
   void flat(const CollArgs& a) {
     const std::string what(to_string(a.coll));
     if (!flat_) {
-      if (point_to_point(a.coll))
+      if (is_point_to_point(a.coll))
         throw UnsupportedError("rank " + std::to_string(ctx_.rank) + ": " + what +
                                    " is not available yet for GPU groups that span nodes",
                                ctx_.rank);

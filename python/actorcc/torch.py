@@ -37,7 +37,9 @@ How it maps onto actorcc:
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
-  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Send/recv tags must be 0.
+  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Send/recv tags must be 0. A call refused
+  here (another op, a tag, several tensors per process) is refused through the group, as the
+  communicator refuses a bad argument: the others' calls raise at once, naming this rank.
 """
 from __future__ import annotations
 
@@ -62,11 +64,12 @@ _OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg
 
 
 def _op_name(op):
+    """actorcc's name of torch reduce op `op`; None where actorcc has none."""
     for name, ours in _OPS.items():
         ref = getattr(dist.ReduceOp, name, None)
         if ref is not None and op == ref:
             return ours
-    raise UnsupportedError(f"actorcc torch backend: reduce op {op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
+    return None
 
 
 def _flat(t):
@@ -214,9 +217,40 @@ class ActorccProcessGroup(dist.ProcessGroup):
                                        f"actorcc can serve the CPU side of a group whose CUDA side is actorcc)")
         return self._cpu_other[0]
 
+    # ---- refusals -----------------------------------------------------------------------------
+    def _refuse(self, ref, error):
+        """Raises `error`, a call this layer cannot run, after telling the other ranks through
+        the communicator of `ref`'s device type (made now if this is the group's first call on
+        it: the others are making theirs), as the communicator does for the bad arguments it
+        finds itself: the group is aborted, so the others' pending and later calls raise a
+        RemoteError naming this rank and the reason at once instead of waiting for their
+        timeout (docs/reliability.md)."""
+        comm = self._comms.get("cuda" if ref.is_cuda else "cpu") if ref is not None else None
+        if ref is not None and comm is None and self._size_ > 1:
+            comm = self._comm(ref)
+        if comm is None:
+            comm = next(iter(self._comms.values()), None)
+        if comm is not None and not comm.closed and not comm.aborted:
+            try:
+                comm._c.refuse(str(error))
+            except InvalidArgumentError:
+                pass  # the same refusal, now told to the others; raise the original
+        raise error
+
+    def _op(self, opts, ref):
+        """actorcc's name of the reduce op in `opts` (sum where opts has none)."""
+        if opts is None or not hasattr(opts, "reduceOp"):
+            return "sum"
+        ours = _op_name(opts.reduceOp)
+        if ours is None:
+            self._refuse(ref, UnsupportedError(f"actorcc torch backend: reduce op {opts.reduceOp} is not supported "
+                                               f"(SUM, PRODUCT, MIN, MAX, AVG)"))
+        return ours
+
     def _check_one(self, tensors, what):
         if len(tensors) != 1:
-            raise UnsupportedError(f"actorcc torch backend: {what} takes one tensor per process, got {len(tensors)}")
+            self._refuse(_first_tensor(tensors), UnsupportedError(
+                f"actorcc torch backend: {what} takes one tensor per process, got {len(tensors)}"))
         return tensors[0]
 
     # ---- issuing ----------------------------------------------------------------------------
@@ -252,7 +286,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
     # ---- collectives ------------------------------------------------------------------------
     @_device_routed
     def allreduce(self, tensors, opts=None):
-        op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "sum"
+        op = self._op(opts, tensors[0])
 
         def call(comm):
             for t in tensors:
@@ -272,7 +306,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
     @_device_routed
     def reduce(self, tensors, opts):
         t = self._check_one(tensors, "reduce")
-        root, op = opts.rootRank, _op_name(opts.reduceOp)
+        root, op = opts.rootRank, self._op(opts, t)
         return self._issue(t, lambda comm: comm.reduce(t, root=root, op=op), tensors)
 
     @_device_routed
@@ -302,7 +336,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
     @_device_routed
     def reduce_scatter(self, outputs, input_lists, opts=None):
         out = self._check_one(outputs, "reduce_scatter")
-        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+        op = self._op(opts, out)
 
         def call(comm):
             comm.reduce_scatter(torch.cat([_flat(x) for x in input_lists[0]]), out=_flat(out), op=op)
@@ -310,13 +344,13 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     @_device_routed
     def _reduce_scatter_base(self, output, tensor, opts=None):
-        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+        op = self._op(opts, tensor)
         return self._issue(tensor, lambda comm: comm.reduce_scatter(_flat(tensor), out=_flat(output), op=op), [output])
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         if self._routed_elsewhere(inputs[0]):
             return self._each(self._reduce_scatter_base, outputs, inputs, opts)
-        op = _op_name(opts.reduceOp) if opts is not None else "sum"
+        op = self._op(opts, inputs[0])
 
         def call(comm):
             for o, i in zip(outputs, inputs):
@@ -370,7 +404,8 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     def _p2p(self, kind, tensors, peer, tag):
         t = self._check_one(tensors, kind)
-        self._no_tag(tag)
+        if tag:
+            self._refuse(t, InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})"))
         if self._batch is not None:
             self._batch.append((kind, _flat(t), peer))
             return DoneWork(tensors)  # torch waits on the batch's Work (_end_coalescing)
@@ -399,7 +434,8 @@ class ActorccProcessGroup(dist.ProcessGroup):
         return self._p2p("recv", tensors, src, tag)
 
     def recv_anysource(self, tensors, tag=0):
-        raise UnsupportedError("actorcc torch backend: recv from any source is not supported; name the source rank")
+        self._refuse(_first_tensor(tensors), UnsupportedError(
+            "actorcc torch backend: recv from any source is not supported; name the source rank"))
 
     @_device_routed
     def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
@@ -462,11 +498,6 @@ class ActorccProcessGroup(dist.ProcessGroup):
     reduce_scatter_single = _reduce_scatter_base
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
     all_to_all_single = alltoall_base
-
-    @staticmethod
-    def _no_tag(tag):
-        if tag:
-            raise InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})")
 
     def shutdown(self):
         if self._queue is not None:  # the queued calls finish (or fail) first

@@ -174,9 +174,8 @@ BootstrapClient::~BootstrapClient() {
   // us (another rank's PEER_LEFT, say) fail with EPIPE before it reads the BYE, and the root
   // would report this clean leave as a lost rank.
   if (!dropped_ && ::shutdown(fd_.get(), SHUT_WR) == 0) {
-    const Deadline linger = Deadline::after(kByeTimeout);
-    while (!reader_done_.load(std::memory_order_acquire) && !linger.expired())
-      std::this_thread::sleep_for(milliseconds(1));
+    std::unique_lock<std::mutex> g(shared_->mu);
+    shared_->cv.wait_until(g, Deadline::after(kByeTimeout).when(), [this] { return shared_->reader_done; });
   }
   // shutdown() wakes the reader's poll/recv with EOF; close happens when fd_ is destroyed,
   // after the join, so the reader never touches a recycled descriptor.
@@ -192,9 +191,13 @@ void BootstrapClient::drop_connection_for_test() {
 
 void BootstrapClient::read_loop() {
   struct Done {
-    std::atomic<bool>& flag;
-    ~Done() { flag.store(true, std::memory_order_release); }
-  } done{reader_done_};
+    Shared& s;
+    ~Done() {
+      std::lock_guard<std::mutex> g(s.mu);
+      s.reader_done = true;
+      s.cv.notify_all();
+    }
+  } done{*shared_};
   for (;;) {
     wire::Received in;
     try {

@@ -25,6 +25,7 @@ class BootstrapClient final : public Bootstrap {
     std::map<uint64_t, std::vector<std::string>> results;
     std::map<uint64_t, wire::StatusReply> status;
     std::set<uint64_t> abandoned;  // sequence numbers whose caller gave up (timeout/abort)
+    bool reader_done = false;      // the reader thread has returned (EOF at close)
   };
 
   BootstrapClient(net::Fd fd, int rank, int world, std::vector<std::string> blobs, std::shared_ptr<AbortSignal> abort,
@@ -62,7 +63,6 @@ class BootstrapClient final : public Bootstrap {
   std::vector<Departure> departures_;
   std::function<void(const Departure&)> listener_;
   std::atomic<uint64_t> collectives_{0};  // for this rank's BYE
-  std::atomic<bool> reader_done_{false};  // the reader thread has returned (EOF at close)
   uint64_t next_seq_ = 0;
   bool abort_sent_ = false;
   std::atomic<bool> closing_{false};

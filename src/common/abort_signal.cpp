@@ -13,6 +13,7 @@ void AbortSignal::raise(int culprit, ErrorCode code, const std::string& reason) 
     raised_.store(true, std::memory_order_release);
     run.swap(listeners_);
   }
+  raised_cv_.notify_all();
   for (auto& fn : run) fn();
 }
 
@@ -37,6 +38,11 @@ void AbortSignal::rethrow() const {
     case ErrorCode::System: throw SystemError(m, self_, culprit_);
     default: throw Error(code_, m, self_, culprit_);
   }
+}
+
+bool AbortSignal::wait_until(const Deadline& deadline) const {
+  std::unique_lock<std::mutex> g(mu_);
+  return raised_cv_.wait_until(g, deadline.when(), [this] { return raised_.load(std::memory_order_relaxed); });
 }
 
 void AbortSignal::on_raise(std::function<void()> fn) {

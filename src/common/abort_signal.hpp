@@ -3,12 +3,14 @@
 // their own abort words (shared memory, host-mapped memory read by GPU kernels).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "actorcc/error.hpp"
+#include "common/deadline.hpp"
 
 namespace actorcc {
 
@@ -26,6 +28,9 @@ class AbortSignal {
   void throw_if_raised() const {
     if (raised()) rethrow();
   }
+  // Blocks until the signal is raised or `deadline` passes (never() must not be passed: a
+  // wait for the group's abort alone is no bound). True once raised.
+  bool wait_until(const Deadline& deadline) const;
   // Runs `fn` now if already raised, else once when raised (from the raising thread).
   void on_raise(std::function<void()> fn);
   void set_self_rank(int r) { self_ = r; }
@@ -33,6 +38,7 @@ class AbortSignal {
 
  private:
   mutable std::mutex mu_;
+  mutable std::condition_variable raised_cv_;
   std::atomic<bool> raised_{false};
   int self_;
   int culprit_ = -1;

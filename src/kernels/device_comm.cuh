@@ -83,6 +83,9 @@ struct DeviceComm {
   // thread of this GPU reads the host abort word again; abort_poll[1]: nonzero once any kernel
   // of this communicator saw or raised an abort/timeout (sticky, device memory, cheap to poll).
   unsigned long long* abort_poll;
+  // Nonzero once a kernel of this communicator has claimed the error record (record_error in
+  // primitives.cuh); this GPU's memory, sticky like the record itself.
+  unsigned long long* error_claim;
   unsigned long long abort_poll_ns;  // 0: every waiting thread reads the host word at every check
   int mutation = 0;                  // test-only build: common/mutation.hpp (always 0 otherwise)
   // This call's descriptor (group/call_desc.hpp) and its hash, set per call by the backend for

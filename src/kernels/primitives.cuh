@@ -47,12 +47,23 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const void* p) {
 }
 
 // Records the first failure in host-mapped memory and raises the abort word (and its device
-// copy), so every other wait of this and later kernels gives up quickly too.
-static __device__ __noinline__ void record_error(const DeviceComm& c, int code, int peer, int coll) {
-  volatile int* e = c.error;
-  if (e[0] == 0) {
+// copy), so every other wait of this and later kernels gives up quickly too. `descs`: for a
+// call-check mismatch, the peer's and this rank's descriptors (4 words), else nullptr.
+// The record is claimed with a CAS on a device word: a plain check of the host-mapped code
+// would let a CTA that saw this abort's device copy (raised below, after the record) still read
+// the code as empty and write its "aborted" over the first recorder's timeout or mismatch, so
+// the error would no longer name the culprit. Only the winner writes the record, code last.
+static __device__ __noinline__ void record_error(const DeviceComm& c, int code, int peer, int coll,
+                                                 const unsigned long long* descs = nullptr) {
+  if (atomicCAS(c.error_claim, 0ull, 1ull) == 0ull) {
+    volatile int* e = c.error;
     e[1] = peer;
     e[2] = coll;
+    if (descs != nullptr)
+      for (int i = 0; i < 4; ++i) {
+        e[4 + 2 * i] = static_cast<int>(descs[i] & 0xffffffffu);
+        e[5 + 2 * i] = static_cast<int>(descs[i] >> 32);
+      }
     __threadfence_system();
     e[0] = code;
   }
@@ -101,14 +112,7 @@ static __device__ __noinline__ bool peer_runs_another_call(const DeviceComm& c, 
                                    row[c.rank * kCallWords + 2]};
   // Until each descriptor hashes to its word's hash, its stores are still on their way.
   if (!desc_matches(theirs, w[0], w[1]) || !desc_matches(mine, w[2], w[3])) return false;
-  volatile int* e = c.error;
-  if (e[0] == 0) {
-    for (int i = 0; i < 4; ++i) {
-      e[4 + 2 * i] = static_cast<int>(w[i] & 0xffffffffu);
-      e[5 + 2 * i] = static_cast<int>(w[i] >> 32);
-    }
-  }
-  record_error(c, kErrMismatch, peer, coll);
+  record_error(c, kErrMismatch, peer, coll, w);
   return true;
 }
 

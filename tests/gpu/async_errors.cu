@@ -13,13 +13,15 @@
 //        before their (30 s) timeout and raise naming it.
 // kill   the last rank SIGKILLs itself in the same place: the same, through the root.
 // matrix all_reduce, reduce_scatter, all_gather, broadcast and barrier at 3 sizes (float32),
-//        results checked exactly in NaN-poisoned outputs (run under compute-sanitizer).
+//        results checked exactly in NaN-poisoned outputs, then each collective with count 0,
+//        whose output must keep its poison (run under compute-sanitizer).
 // mismatch  the kernels' call check (src/kernels/call_check.hpp): for each kind of disagreement
 //        (count on each all-reduce route, forced, and sizes the planner sends to different
-//        routes; dtype, op, root, collective, barrier against a collective), a fresh group makes
+//        routes; count 0 against a count; dtype, op, root, collective, barrier against a
+//        collective), a fresh group makes
 //        one matching all_reduce (checked), then the last rank makes a different call than the
 //        others: every rank must raise within 5 s (timeout 30 s) naming both calls. Needs
-//        --ids 11 or more.
+//        --ids 12 or more.
 // Each rank prints "RESULT async <case> rank R: PASS|FAIL <detail>" and exits 0 on PASS.
 #include <cuda_runtime.h>
 #include <signal.h>
@@ -171,6 +173,35 @@ void run_matrix(Communicator& c) {
     cudaFree(in);
     cudaFree(out);
   }
+  // Count 0: every collective meets its peers (as the barrier kernel, with its own descriptor)
+  // and moves nothing: the poisoned output keeps every bit.
+  {
+    float *in = nullptr, *out = nullptr;
+    ck(cudaMalloc(&in, 64 * sizeof(float)), "cudaMalloc");
+    ck(cudaMalloc(&out, 64 * sizeof(float)), "cudaMalloc");
+    ck(cudaMemset(in, 0, 64 * sizeof(float)), "cudaMemset");
+    ck(cudaMemset(out, 0xff, 64 * sizeof(float)), "cudaMemset");
+    const std::vector<std::pair<const char*, std::function<void()>>> calls = {
+        {"all_reduce", [&] { c.all_reduce(in, out, 0, DataType::Float32, RedOp::Sum, g_stream); }},
+        {"reduce_scatter", [&] { c.reduce_scatter(in, out, 0, DataType::Float32, RedOp::Sum, g_stream); }},
+        {"all_gather", [&] { c.all_gather(in, out, 0, DataType::Float32, g_stream); }},
+        {"broadcast", [&] { c.broadcast(in, out, 0, DataType::Float32, W - 1, g_stream); }},
+    };
+    std::vector<unsigned> bits(64);
+    for (const auto& [what, call] : calls) {
+      ++cases;
+      call();
+      ck(cudaStreamSynchronize(g_stream), what);
+      c.check();
+      ck(cudaMemcpy(bits.data(), out, 64 * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      if (std::any_of(bits.begin(), bits.end(), [](unsigned b) { return b != 0xffffffffu; })) {
+        std::printf("rank %d: %s with count 0 wrote into its output\n", me, what);
+        ++failures;
+      }
+    }
+    cudaFree(in);
+    cudaFree(out);
+  }
   verdict(failures == 0, std::to_string(cases) + " cases, " + std::to_string(failures) + " failures");
 }
 
@@ -216,6 +247,9 @@ std::vector<MismatchKind> mismatch_kinds() {
          if (o) c.reduce_scatter(in, out, 2048, DataType::Float32, RedOp::Sum, g_stream);
          else c.all_reduce(in, out, 4096, DataType::Float32, RedOp::Sum, g_stream);
        }, "all_reduce(count=4096, float32, sum)", "reduce_scatter(count=2048, float32, sum)"},
+      // A call with nothing to move still meets its peers (as the barrier kernel, with its
+      // descriptor): it must not return at once and let the rank's next call pair with this one.
+      {"count_zero", "", ar(4096, 0), "all_reduce(count=4096, float32, sum)", "all_reduce(count=0, float32, sum)"},
       {"barrier", "", [](Communicator& c, F in, F out, bool o) {
          if (o) c.barrier(g_stream);
          else c.all_gather(in, out, 4096, DataType::Float32, g_stream);

@@ -14,7 +14,8 @@ from mp_helpers import run_ranks  # noqa: E402
 
 
 # What each failure must say on the other ranks (besides naming the culprit).
-CAUSE = {"dies": "", "stalls": "waiting for rank", "refuses": "called all_reduce", "aborts": "abort"}
+CAUSE = {"dies": "", "stalls": "waiting for rank", "refuses": "called all_reduce", "aborts": "abort",
+         "refuses_op": "reduce op"}
 
 
 @pytest.mark.parametrize("how", sorted(CAUSE))
@@ -29,6 +30,8 @@ def test_pending_work_raises_naming_the_failed_rank(how):
                 assert kind == "ok" and not value[0], res[r]
                 if how == "refuses":  # the culprit's own call raised, naming both calls
                     assert "called all_reduce(count=1000" in value[1]["culprit"], value[1]
+                if how == "refuses_op":  # the culprit's own error says what it cannot run
+                    assert value[1]["culprit"].startswith("UnsupportedError") and "BAND" in value[1]["culprit"], value[1]
             continue
         assert kind == "ok", f"rank {r}: {res[r]}"
         fails, seen = value

@@ -1,6 +1,7 @@
 """Rank-side functions for test_torch_errors.py: torch.distributed with backend "actorcc" on
-CPU tensors where one rank fails (dies, stalls, refuses a call). The others' pending Work must
-raise naming it, through wait(), is_completed() and the future, within the group's timeout."""
+CPU tensors where one rank fails (dies, stalls, makes a mismatched call or one the backend
+refuses, aborts). The others' pending Work must raise naming it, through wait(),
+is_completed() and the future, within the group's timeout."""
 import os
 import time
 from datetime import timedelta
@@ -39,6 +40,12 @@ def _fail(how, rank, world):
         except Exception as e:  # noqa: BLE001 - reported to the test
             return type(e).__name__, str(e)
         return None
+    if how == "refuses_op":  # an op this backend cannot run, on this rank only
+        try:
+            dist.all_reduce(_values(rank, 4099, 9), op=dist.ReduceOp.BAND)
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            return type(e).__name__, str(e)
+        return None
     if how == "aborts":
         dist.distributed_c10d._get_default_group().abort()
         return None
@@ -66,8 +73,8 @@ def pending_work_raises(rank, world, port, how):
     else:
         store.wait([f"past-good-calls/{r}" for r in range(world) if r != CULPRIT])
         out = _fail(how, rank, world)
-        if how == "refuses" and out is None:
-            fails.append("the culprit's own mismatched call did not raise")
+        if how.startswith("refuses") and out is None:
+            fails.append("the culprit's own refused call did not raise")
         elif out is not None:
             seen["culprit"] = f"{out[0]}: {out[1]}"
         dist.destroy_process_group()

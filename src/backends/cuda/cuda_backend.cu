@@ -113,9 +113,9 @@ class CudaBackend final : public BackendImpl {
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
       // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy,
-      // then the point-to-point message counts (DeviceComm::p2p_seq), then the call count
-      // (DeviceComm::call_seq).
-      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 2 + kP2PSeqWords + 1) *
+      // then the error record's claim, the point-to-point message counts (DeviceComm::p2p_seq)
+      // and the call count (DeviceComm::call_seq).
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 3 + kP2PSeqWords + 1) *
                                                           sizeof(unsigned long long));
       order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
@@ -158,7 +158,8 @@ class CudaBackend final : public BackendImpl {
                        ? ~0ull
                        : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
     d.abort_poll = d.counters + cuda::kMaxBlocks;
-    d.p2p_seq = d.abort_poll + 2;
+    d.error_claim = d.abort_poll + 2;
+    d.p2p_seq = d.error_claim + 1;
     d.call_seq = d.p2p_seq + kP2PSeqWords;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
@@ -209,12 +210,16 @@ class CudaBackend final : public BackendImpl {
                                  " is not available on the CUDA backend's NVLink path yet (the CPU backend and "
                                  "groups that NCCL carries have it)",
                              ctx_.rank);
-    // Point-to-point calls move empty transfers too: the peer's matching call waits for them.
-    if (a.coll != Collective::Barrier && !is_p2p_per_pair(a.coll) && a.count == 0) return;
+    // A collective with nothing to move still meets its peers once: it runs as the barrier
+    // kernel with its own descriptor, so the call check compares it with the peers' call (a
+    // count-0 call that returned at once would let this rank's next call pair with the peers'
+    // current one). Point-to-point calls move their empty transfers themselves.
+    const bool empty = a.coll != Collective::Barrier && !is_p2p_per_pair(a.coll) && a.count == 0;
+    if (empty && ctx_.world == 1) return;
     DeviceGuard guard(device_);
     // Buffers a call does not use on this rank may be null: gather's and reduce's output and
     // scatter's input off the root.
-    if (a.coll != Collective::Barrier) {
+    if (a.coll != Collective::Barrier && !empty) {
       if (a.send) check_buffer(a.send, "send", a);
       if (a.recv) check_buffer(a.recv, "recv", a);
     }
@@ -231,7 +236,7 @@ class CudaBackend final : public BackendImpl {
     // What the routes' conditions look at; `bytes` as plan() takes it (reduce_scatter /
     // all_gather, all_to_all, gather, scatter: the full buffer, world x count elements).
     cuda::RouteArgs ra;
-    ra.coll = a.coll;
+    ra.coll = empty ? Collective::Barrier : a.coll;
     ra.esz = dtype_size(a.dtype);
     const bool per_rank = a.coll == Collective::ReduceScatter || a.coll == Collective::AllGather ||
                           a.coll == Collective::AllToAll || a.coll == Collective::Gather || a.coll == Collective::Scatter;
@@ -239,7 +244,7 @@ class CudaBackend final : public BackendImpl {
     ra.world = ctx_.world;
     ra.addr = reinterpret_cast<uintptr_t>(a.send) | reinterpret_cast<uintptr_t>(a.recv);
     const ipc::RegisteredBuffers::Entry* reg = nullptr;
-    if (a.coll == Collective::AllReduce && ctx_.world > 1) {
+    if (a.coll == Collective::AllReduce && !empty && ctx_.world > 1) {
       reg = registered_.find(a.recv, ra.bytes);
       ra.registered = reg != nullptr;
       describe_call(ca, reg, ra.bytes);
@@ -372,8 +377,7 @@ class CudaBackend final : public BackendImpl {
       // The kernel obeyed an abort whose reason may still be on its way (the rank that found
       // the cause tells the group through the bootstrap): wait a moment for it, so the error
       // names the cause rather than only the abort.
-      const Deadline reason_by = Deadline::after(std::chrono::milliseconds(1000));
-      while (!ctx_.abort->raised() && !reason_by.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ctx_.abort->wait_until(Deadline::after(std::chrono::milliseconds(1000)));
       ctx_.abort->raise(peer, ErrorCode::Remote, me + "CUDA " + what + " stopped: the group was aborted");
     }
     if (!msg.empty() && !told_group_.exchange(true)) {

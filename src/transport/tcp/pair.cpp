@@ -141,8 +141,7 @@ class Transfers {
     // A rank that leaves after the group failed closes its connections, and a rank that dies
     // is named by the bootstrap root: either way the group's abort, with the real cause, is
     // on its way. Give it a moment, so the lost connection is not mistaken for the cause.
-    const auto until = Clock::now() + kAbortGrace;
-    while (abort_ && !abort_->raised() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (abort_) abort_->wait_until(Deadline(Clock::now() + kAbortGrace));
     if (abort_ && abort_->raised()) {
       p.broken_ = "rank " + std::to_string(p.self()) + ": " + what;
       p.broken_code_ = static_cast<int>(ErrorCode::Remote);

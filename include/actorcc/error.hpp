@@ -35,6 +35,9 @@ class Error : public std::runtime_error {
   ErrorCode code() const noexcept { return code_; }
   int rank() const noexcept { return rank_; }
   int culprit() const noexcept { return culprit_; }
+  // what() without its "actorcc <code> error: " opening ("rank R: <message>"), for a text that
+  // quotes this error inside another.
+  std::string message() const;
 
  private:
   ErrorCode code_;

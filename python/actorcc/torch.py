@@ -243,7 +243,9 @@ class ActorccProcessGroup(dist.ProcessGroup):
             return "sum"
         ours = _op_name(opts.reduceOp)
         if ours is None:
-            self._refuse(ref, UnsupportedError(f"actorcc torch backend: reduce op {opts.reduceOp} is not supported "
+            op = opts.reduceOp
+            name = str(getattr(op, "op", op)).rpartition(".")[2]  # a ReduceOp object prints as its address
+            self._refuse(ref, UnsupportedError(f"actorcc torch backend: reduce op {name} is not supported "
                                                f"(SUM, PRODUCT, MIN, MAX, AVG)"))
         return ours
 

@@ -39,4 +39,8 @@ Error::Error(ErrorCode code, const std::string& message, int rank, int culprit)
       rank_(rank),
       culprit_(culprit) {}
 
+std::string Error::message() const {
+  return std::string(what()).substr(std::string_view("actorcc  error: ").size() + std::string_view(to_string(code_)).size());
+}
+
 }  // namespace actorcc

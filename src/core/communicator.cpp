@@ -196,7 +196,7 @@ struct Communicator::Impl {
   // call sequence has diverged from this rank's, and only an abort ends their wait in bounded
   // time with the real cause (rather than a timeout that names this rank without the reason).
   [[noreturn]] void refuse(const InvalidArgument& e) {
-    if (ctx.world > 1) ctx.abort_group(std::string("it refused a call with a bad argument: ") + e.what());
+    if (ctx.world > 1) ctx.abort_group("it refused a call with a bad argument: " + e.message());
     throw e;
   }
 

@@ -1,8 +1,10 @@
 // actorcc::Error builds the "rank R: " prefix itself, once: call sites pass the bare message.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "actorcc/error.hpp"
 #include "common/abort_signal.hpp"
@@ -14,6 +16,13 @@ TEST(Error, PrefixesTheObservingRank) {
   EXPECT_STREQ(InvalidArgument("null pointer", 0).what(), "actorcc invalid argument error: rank 0: null pointer");
   EXPECT_EQ(RemoteError("peer died", 5, 2).rank(), 2);
   EXPECT_STREQ(RemoteError("peer died", 5, 2).what(), "actorcc remote failure error: rank 2: peer died");
+}
+
+TEST(Error, MessageIsWhatWithoutItsOpening) {
+  // What a refusal quotes in the group's abort: "... bad argument: rank 0: null pointer".
+  EXPECT_EQ(InvalidArgument("null pointer", 0).message(), "rank 0: null pointer");
+  EXPECT_EQ(RemoteError("peer died", 5, 2).message(), "rank 2: peer died");
+  EXPECT_EQ(SystemError("socket: refused").message(), "socket: refused");
 }
 
 TEST(Error, NoPrefixWithoutARank) {
@@ -66,4 +75,26 @@ TEST(Error, AbortRethrowCarriesOnePrefix) {
   EXPECT_STREQ(remote.what(), "actorcc remote failure error: rank 1: rank 0 aborted: bad input");
   EXPECT_EQ(remote.culprit(), 0);
   EXPECT_EQ(remote.rank(), 1);
+}
+
+// wait_until: the timed wait for an abort's cause (a kernel that obeyed an abort, a lost TCP
+// connection) ends when the signal is raised, from another thread, not at a poll step; and at
+// its deadline when nobody raises it.
+TEST(AbortSignal, WaitUntilEndsWhenRaisedOrAtItsDeadline) {
+  AbortSignal idle(0);
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(idle.wait_until(Deadline::after(std::chrono::milliseconds(50))));
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(50));
+
+  AbortSignal s(0);
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s.raise(2, ErrorCode::Remote, "rank 2 aborted");
+  });
+  const auto t1 = Clock::now();
+  EXPECT_TRUE(s.wait_until(Deadline::after(std::chrono::milliseconds(10000))));
+  EXPECT_LT(Clock::now() - t1, std::chrono::milliseconds(5000));
+  raiser.join();
+  EXPECT_EQ(s.culprit(), 2);
+  EXPECT_TRUE(s.wait_until(Deadline::after(std::chrono::milliseconds(0))));  // already raised
 }

@@ -426,6 +426,18 @@ class Communicator(CollectiveCalls):
         s = 0 if stream is None else T.stream_handle(stream, self._rank)
         self._c.synchronize(s)
 
+    def _refuse(self, error):
+        """Tells the other ranks that this rank refused a call with `error` (the group is aborted,
+        naming this rank and the reason), unless this communicator is closed or aborted already
+        (the library refuses its own findings itself). The caller then raises `error`."""
+        if self._c.closed or self._c.aborted:
+            return
+        msg = str(error)
+        try:
+            self._c.refuse(msg[len(_ERROR_PREFIX):] if msg.startswith(_ERROR_PREFIX) else msg)
+        except T.InvalidArgumentError:
+            pass  # the same refusal, now told to the others
+
     def abort(self, reason="abort() called"):
         """Makes every rank's pending and later calls fail with a RemoteError naming this rank.
         Safe to call from another thread while a call is blocked."""
@@ -473,13 +485,7 @@ def _refusing(call):
         try:
             return call(self, *args, **kwargs)
         except T.InvalidArgumentError as e:
-            # The library refuses its own findings itself (then the group is aborted already).
-            if not self._c.closed and not self._c.aborted:
-                msg = str(e)
-                try:
-                    self._c.refuse(msg[len(_ERROR_PREFIX):] if msg.startswith(_ERROR_PREFIX) else msg)
-                except T.InvalidArgumentError:
-                    pass  # the same error, now told to the others; raise the original
+            self._refuse(e)
             raise
     return refusing
 

@@ -225,16 +225,10 @@ class ActorccProcessGroup(dist.ProcessGroup):
         finds itself: the group is aborted, so the others' pending and later calls raise a
         RemoteError naming this rank and the reason at once instead of waiting for their
         timeout (docs/reliability.md)."""
-        comm = self._comms.get("cuda" if ref.is_cuda else "cpu") if ref is not None else None
-        if ref is not None and comm is None and self._size_ > 1:
-            comm = self._comm(ref)
-        if comm is None:
-            comm = next(iter(self._comms.values()), None)
-        if comm is not None and not comm.closed and not comm.aborted:
-            try:
-                comm._c.refuse(str(error))
-            except InvalidArgumentError:
-                pass  # the same refusal, now told to the others; raise the original
+        if self._size_ > 1:  # a group of one has nobody to tell
+            comm = self._comm(ref) if ref is not None else next(iter(self._comms.values()), None)
+            if comm is not None:
+                comm._refuse(error)
         raise error
 
     def _op(self, opts, ref):

@@ -18,6 +18,9 @@ std::string with_rank(const std::string& message, int rank) {
   return "rank " + std::to_string(rank) + ": " + message;
 }
 
+// "actorcc <code> error: ", what() opens with it (message() is what follows).
+std::string opening(ErrorCode code) { return "actorcc " + std::string(to_string(code)) + " error: "; }
+
 }  // namespace
 
 const char* to_string(ErrorCode c) noexcept {
@@ -34,13 +37,13 @@ const char* to_string(ErrorCode c) noexcept {
 }
 
 Error::Error(ErrorCode code, const std::string& message, int rank, int culprit)
-    : std::runtime_error("actorcc " + std::string(to_string(code)) + " error: " + with_rank(message, rank)),
+    : std::runtime_error(opening(code) + with_rank(message, rank)),
       code_(code),
       rank_(rank),
       culprit_(culprit) {}
 
 std::string Error::message() const {
-  return std::string(what()).substr(std::string_view("actorcc  error: ").size() + std::string_view(to_string(code_)).size());
+  return std::string(what()).substr(opening(code_).size());
 }
 
 }  // namespace actorcc

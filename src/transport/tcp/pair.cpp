@@ -141,8 +141,7 @@ class Transfers {
     // A rank that leaves after the group failed closes its connections, and a rank that dies
     // is named by the bootstrap root: either way the group's abort, with the real cause, is
     // on its way. Give it a moment, so the lost connection is not mistaken for the cause.
-    if (abort_) abort_->wait_until(Deadline(Clock::now() + kAbortGrace));
-    if (abort_ && abort_->raised()) {
+    if (abort_ && abort_->wait_until(Deadline(Clock::now() + kAbortGrace))) {
       p.broken_ = "rank " + std::to_string(p.self()) + ": " + what;
       p.broken_code_ = static_cast<int>(ErrorCode::Remote);
       abort_->rethrow();

@@ -54,7 +54,7 @@ DataType bytes_dtype(int dtype, const char* fn, int rank) {
 
 void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
   const char* fn = kNames[static_cast<int>(k.kind)];
-  comm->last_stream = k.stream;
+  comm->last_stream.store(k.stream, std::memory_order_relaxed);
   switch (k.kind) {
     case CollKind::AllReduce:
     case CollKind::ReduceScatter:

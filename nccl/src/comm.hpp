@@ -63,7 +63,7 @@ struct ncclComm {
   // (which makes each of them return) before it frees the communicator.
   std::atomic<int> busy{0};
   std::atomic<bool> closing{false};
-  void* last_stream = nullptr;  // what ncclCommFinalize waits on (the CUDA backend)
+  std::atomic<void*> last_stream{nullptr};  // what ncclCommFinalize waits on (the CUDA backend)
 
   std::mutex err_mu;
   std::string last_error;

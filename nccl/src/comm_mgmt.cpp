@@ -102,7 +102,7 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!c) return rc;
   BusyScope busy(comm);
   return guarded(comm, fn, [&] {
-    c->synchronize(comm->last_stream);
+    c->synchronize(comm->last_stream.load(std::memory_order_relaxed));
     return ncclSuccess;
   });
 }

@@ -40,7 +40,7 @@ ncclResult_t run_list(ncclComm* comm) noexcept {
     for (size_t i = 0; i <= calls.size(); ++i) {
       if (i == p2p_at && !p2p.empty()) {
         c->send_recv(p2p, p2p_stream);
-        comm->last_stream = p2p_stream;
+        comm->last_stream.store(p2p_stream, std::memory_order_relaxed);
       }
       if (i < calls.size()) run_coll(*c, comm, calls[i]);
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 
 // 2.28.9: the NCCL that torch 2.11 ships (nvidia-nccl-cu13 2.28.9).
 inline constexpr int kNcclVersionCode = 22809;
@@ -80,7 +81,11 @@ typedef struct {
   float estimatedTime;
 } ncclSimInfo_t;
 
-// Opaque here: declared in NCCL's device header; we only refuse them.
+// Opaque here: declared in NCCL's device header; we only refuse them. The functions after
+// ncclDevCommDestroy are 2.29/2.30's (suspend/resume, memory statistics, one-sided signals, the
+// device API's window pointers) that newer torch builds import. ncclCommMemStat_t is an enum
+// (an int here) and ncclMultimemHandle_t a struct of one pointer passed by value (passed as a
+// pointer is: a void* here); ncclWaitSignalDesc_t is only pointed to.
 struct ncclDevComm;
 struct ncclDevCommRequirements;
 
@@ -159,6 +164,19 @@ struct ncclDevCommRequirements;
   X(ncclResult_t, ncclDevCommCreate,                                                                   \
     (ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm))                   \
   X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, const ncclDevComm* devComm))                   \
+  X(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags))                                       \
+  X(ncclResult_t, ncclCommResume, (ncclComm_t comm))                                                   \
+  X(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, int stat, uint64_t* value))                      \
+  X(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr))           \
+  X(ncclResult_t, ncclPutSignal,                                                                       \
+    (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,     \
+     size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclSignal, (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclWaitSignal, (int nDesc, void* signalDescs, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclGetLsaMultimemDevicePointer, (ncclWindow_t window, size_t offset, void** outPtr)) \
+  X(ncclResult_t, ncclGetMultimemDevicePointer, (ncclWindow_t window, size_t offset, void* multimem, void** outPtr)) \
+  X(ncclResult_t, ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr)) \
+  X(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr)) \
   X(const char*, ncclActorccVersion, ())
 
 #define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;

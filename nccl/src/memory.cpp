@@ -115,3 +115,16 @@ extern "C" ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t w
   return drop_registration(comm, win, "ncclCommWindowDeregister");
 }
 ACTORCC_NCCL_ALIAS(ncclCommWindowDeregister)
+
+// The buffer a window was registered with.
+extern "C" ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  const char* fn = "ncclWinGetUserPtr";
+  if (!valid(comm)) return bad_comm(fn, comm);
+  auto* r = reinterpret_cast<Registration*>(win);
+  if (!outUserPtr || !r || r->magic != Registration::kMagic || r->comm != comm)
+    return set_error(comm, ncclInvalidArgument,
+                     std::string(fn) + ": " + rank_prefix(comm) + "not a window of this communicator (or outUserPtr is NULL)");
+  *outUserPtr = r->buf;
+  return ncclSuccess;
+}
+ACTORCC_NCCL_ALIAS(ncclWinGetUserPtr)

@@ -66,19 +66,25 @@ void start_init_thread(ncclComm* comm, std::function<std::unique_ptr<Communicato
 }  // namespace
 
 ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn) {
+  // An init that runs on another thread runs on the device current here (NCCL's rule).
+  const int device = current_device();
+  auto on_device = [device, make = std::move(make)] {
+    set_device(device);
+    return make();
+  };
   if (in_group()) {
     // Both kinds start at ncclGroupEnd: several inits of one thread must meet concurrently.
-    defer_init(comm, [comm, make = std::move(make)]() mutable {
-      if (comm->blocking) run_init(comm, make);
-      else start_init_thread(comm, std::move(make));
+    defer_init(comm, [comm, on_device]() mutable {
+      if (comm->blocking) run_init(comm, on_device);
+      else start_init_thread(comm, std::move(on_device));
     });
     return ncclSuccess;
   }
   if (!comm->blocking) {
-    start_init_thread(comm, std::move(make));
+    start_init_thread(comm, std::move(on_device));
     return ncclInProgress;
   }
-  run_init(comm, make);
+  run_init(comm, on_device);
   return static_cast<ncclResult_t>(comm->async_state.load(std::memory_order_acquire));
 }
 

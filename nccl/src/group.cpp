@@ -18,7 +18,6 @@ struct GroupState {
   std::vector<std::function<void()>> inits;
   std::vector<ncclComm*> inits_comms;
   std::vector<ncclComm*> comms;  // comms with deferred calls, in first-use order
-  ncclResult_t deferred_error = ncclSuccess;  // an enqueue that failed inside the group
 };
 thread_local GroupState t_group;
 
@@ -26,21 +25,24 @@ thread_local GroupState t_group;
 // a failed call poisons the group, so they could only fail the same way).
 ncclResult_t run_list(ncclComm* comm) noexcept {
   ncclResult_t rc = ncclSuccess;
-  std::vector<CollCall> calls;
-  std::vector<P2POp> p2p;
-  calls.swap(comm->pending);
-  p2p.swap(comm->pending_p2p);
-  const size_t p2p_at = comm->p2p_position;
-  void* p2p_stream = comm->p2p_stream;
-  comm->in_group = false;
+  // The lists are cleared, not released, after the run: a comm grouped again reuses them.
+  struct Clear {
+    ncclComm* c;
+    ~Clear() {
+      c->pending.clear();
+      c->pending_p2p.clear();
+      c->in_group = false;
+    }
+  } clear{comm};
   Communicator* c = ready_core(comm, "ncclGroupEnd", &rc);
   if (!c) return rc;
   BusyScope busy(comm);
   return guarded(comm, "ncclGroupEnd", [&] {
+    const auto& calls = comm->pending;
     for (size_t i = 0; i <= calls.size(); ++i) {
-      if (i == p2p_at && !p2p.empty()) {
-        c->send_recv(p2p, p2p_stream);
-        comm->last_stream.store(p2p_stream, std::memory_order_relaxed);
+      if (i == comm->p2p_position && !comm->pending_p2p.empty()) {
+        c->send_recv(comm->pending_p2p, comm->p2p_stream);
+        comm->last_stream.store(comm->p2p_stream, std::memory_order_relaxed);
       }
       if (i < calls.size()) run_coll(*c, comm, calls[i]);
     }
@@ -106,10 +108,19 @@ extern "C" ncclResult_t ncclGroupEnd() {
   if (t_group.depth <= 0)
     return set_error(nullptr, ncclInvalidUsage, "ncclGroupEnd: no group is open on this thread (ncclGroupStart first)");
   if (--t_group.depth > 0) return ncclSuccess;
+  // The thread's group state is run, then cleared (keeping its capacity): nothing this thread
+  // does while it runs can open a group (the calls below reach no user code).
+  GroupState& g = t_group;
+  struct Clear {
+    GroupState& g;
+    ~Clear() {
+      g.inits.clear();
+      g.inits_comms.clear();
+      g.comms.clear();
+    }
+  } clear{g};
   return guarded(nullptr, "ncclGroupEnd", [&] {
-    GroupState g;
-    std::swap(g, t_group);  // a call made while this group runs opens a fresh state
-    ncclResult_t rc = g.deferred_error;
+    ncclResult_t rc = ncclSuccess;
 
     // Inits first, all at once: each blocks until its whole group has joined.
     bool async = false;
@@ -124,14 +135,19 @@ extern "C" ncclResult_t ncclGroupEnd() {
       if (s != ncclSuccess && rc == ncclSuccess) rc = set_error(nullptr, s, "ncclGroupEnd: " + c->last_error);
     }
 
-    std::vector<ncclResult_t> results(g.comms.size(), ncclSuccess);
-    run_each(g.comms.size(), [&](size_t i) {
-      if (g.comms.size() > 1) actorcc::ncclabi::set_device(g.comms[i]->cuda_device);
-      results[i] = run_list(g.comms[i]);
-    });
-    for (size_t i = 0; i < results.size(); ++i)
-      if (results[i] != ncclSuccess && rc == ncclSuccess)
-        rc = set_error(nullptr, results[i], g.comms[i]->last_error);
+    if (g.comms.size() == 1) {
+      // The hot path (torch's coalesced calls, a batch of sends and receives): no thread, no allocation.
+      const ncclResult_t r = run_list(g.comms[0]);
+      if (r != ncclSuccess && rc == ncclSuccess) rc = r;
+    } else if (!g.comms.empty()) {
+      std::vector<ncclResult_t> results(g.comms.size(), ncclSuccess);
+      run_each(g.comms.size(), [&](size_t i) {
+        actorcc::ncclabi::set_device(g.comms[i]->cuda_device);
+        results[i] = run_list(g.comms[i]);
+      });
+      for (size_t i = 0; i < results.size(); ++i)
+        if (results[i] != ncclSuccess && rc == ncclSuccess) rc = set_error(nullptr, results[i], g.comms[i]->last_error);
+    }
     if (rc == ncclSuccess && async) return ncclInProgress;
     return rc;
   });
@@ -149,7 +165,9 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     }
     for (ncclComm* c : t_group.inits_comms)
       if (c) c->async_state.store(ncclInvalidUsage);
-    t_group = GroupState{};
+    t_group.inits.clear();
+    t_group.inits_comms.clear();
+    t_group.comms.clear();
   }
   return set_error(nullptr, ncclInvalidUsage,
                    "ncclGroupSimulateEnd: not implemented (actorcc has no cost model to simulate with); the group "

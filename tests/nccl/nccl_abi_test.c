@@ -8,7 +8,8 @@
  *                                      matrix on one thread per rank, group-driven calls, InitAll
  *   nccl_abi_test abort                a rank's wait ended by ncclCommAbort from another thread
  *   nccl_abi_test kill                 a SIGKILLed rank seen through ncclCommGetAsyncError
- * (`worker MODE RANK WORLD IDHEX` is what `procs` and `kill` start.)
+ * (`worker MODE RANK WORLD IDHEX` is what `procs` and `kill` start.) With NCCL_ABI_TEST_GPU=1
+ * (CUDA builds, the device machine) procs, threads, abort and kill run on the CUDA backend.
  * Inputs are fresh each run (seeded from the unique id's random bytes), outputs are poisoned
  * before every call, and results are checked exactly (floats: against a float64 reference). */
 #define _GNU_SOURCE
@@ -27,6 +28,47 @@
 #include <unistd.h>
 
 extern char** environ;
+
+/* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
+ * are managed memory (the host code fills and checks them as before), each rank has its own
+ * non-blocking stream, and every call is followed by a wait on that stream. */
+#ifdef NCCL_ABI_TEST_CUDA
+static int g_gpu = 0;
+static void* xalloc(size_t n) {
+  if (!g_gpu) return malloc(n);
+  void* p = NULL;
+  if (cudaMallocManaged(&p, n, cudaMemAttachGlobal) != cudaSuccess) {
+    fprintf(stderr, "FAIL: cudaMallocManaged(%zu)\n", n);
+    exit(1);
+  }
+  return p;
+}
+static void xfree(void* p) {
+  if (g_gpu) cudaFree(p);
+  else free(p);
+}
+static cudaStream_t xstream(void) {
+  cudaStream_t s = NULL;
+  if (g_gpu && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) exit(1);
+  return s;
+}
+static void xsync(cudaStream_t s) {
+  if (g_gpu && cudaStreamSynchronize(s) != cudaSuccess) {
+    fprintf(stderr, "FAIL: cudaStreamSynchronize\n");
+    exit(1);
+  }
+}
+static void xstream_free(cudaStream_t s) {
+  if (g_gpu) cudaStreamDestroy(s);
+}
+#else
+static int g_gpu = 0;
+static void* xalloc(size_t n) { return malloc(n); }
+static void xfree(void* p) { free(p); }
+static cudaStream_t xstream(void) { return NULL; }
+static void xsync(cudaStream_t s) { (void)s; }
+static void xstream_free(cudaStream_t s) { (void)s; }
+#endif
 
 static int g_fail = 0;
 #define CHECK(cond, ...)                                              \
@@ -174,6 +216,7 @@ static int native_op(int t, int op) { return !(t == ncclUint32 || t == ncclUint6
 
 /* ---- the collective matrix on one rank ----------------------------------------------------- */
 static void matrix(ncclComm_t comm, uint64_t seed) {
+  cudaStream_t st = xstream();
   int rank, world;
   NCCLOK(ncclCommUserRank(comm, &rank));
   NCCLOK(ncclCommCount(comm, &world));
@@ -187,14 +230,15 @@ static void matrix(ncclComm_t comm, uint64_t seed) {
         const size_t n = 1 + mix(seed + call) % 700;  /* odd sizes, the same on every rank */
         const size_t in_n = kind == 1 ? n * world : n, out_n = n;
         const int root = (int)(mix(seed ^ call) % world);
-        char* in = malloc(in_n * es);
-        char* out = malloc(out_n * es + 64);
+        char* in = xalloc(in_n * es);
+        char* out = xalloc(out_n * es + 64);
         for (size_t i = 0; i < in_n; ++i) store(in, i, t, input(seed, call, rank, i, t, op));
         poison(out, out_n * es + 64);
         ncclResult_t r;
-        if (kind == 0) r = ncclAllReduce(in, out, n, t, op, comm, NULL);
-        else if (kind == 1) r = ncclReduceScatter(in, out, n, t, op, comm, NULL);
-        else r = ncclReduce(in, out, n, t, op, root, comm, NULL);
+        if (kind == 0) r = ncclAllReduce(in, out, n, t, op, comm, st);
+        else if (kind == 1) r = ncclReduceScatter(in, out, n, t, op, comm, st);
+        else r = ncclReduce(in, out, n, t, op, root, comm, st);
+        xsync(st);
         CHECK(r == ncclSuccess, "rank %d kind %d dtype %d op %d: %s", rank, kind, t, op, ncclGetLastError(comm));
         if (r != ncclSuccess) exit(1);
         if (kind != 2 || rank == root) {
@@ -210,8 +254,8 @@ static void matrix(ncclComm_t comm, uint64_t seed) {
           const unsigned char* tail = (const unsigned char*)out + out_n * es;
           for (int k = 0; k < 64; ++k) CHECK(tail[k] == 0xA5, "rank %d kind %d wrote past the output", rank, kind);
         }
-        free(in);
-        free(out);
+        xfree(in);
+        xfree(out);
       }
     }
   }
@@ -219,38 +263,43 @@ static void matrix(ncclComm_t comm, uint64_t seed) {
   for (int t = 0; t < ncclNumTypes; ++t, call += 6) {
     const size_t es = dsize(t), n = 1 + mix(seed + call) % 500;
     const int root = (int)(mix(seed ^ call) % world);
-    char* in = malloc(n * world * es);
-    char* out = malloc(n * world * es);
+    char* in = xalloc(n * world * es);
+    char* out = xalloc(n * world * es);
     /* all-gather */
     for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call, rank, i, t, ncclSum));
     poison(out, n * world * es);
-    NCCLOK(ncclAllGather(in, out, n, t, comm, NULL));
+    NCCLOK(ncclAllGather(in, out, n, t, comm, st));
+    xsync(st);
     for (int r = 0; r < world; ++r)
       for (size_t i = 0; i < n; ++i)
         CHECK(load(out, r * n + i, t) == input(seed, call, r, i, t, ncclSum), "allgather dtype %d rank %d", t, rank);
     /* broadcast, then the in-place ncclBcast */
     for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call + 1, rank, i, t, ncclSum));
     poison(out, n * es);
-    NCCLOK(ncclBroadcast(in, out, n, t, root, comm, NULL));
+    NCCLOK(ncclBroadcast(in, out, n, t, root, comm, st));
+    xsync(st);
     for (size_t i = 0; i < n; ++i)
       CHECK(load(out, i, t) == input(seed, call + 1, root, i, t, ncclSum), "broadcast dtype %d rank %d", t, rank);
     for (size_t i = 0; i < n; ++i) store(out, i, t, rank == root ? input(seed, call + 2, root, i, t, ncclSum) : 0);
     if (rank != root) poison(out, n * es);
-    NCCLOK(ncclBcast(out, n, t, root, comm, NULL));
+    NCCLOK(ncclBcast(out, n, t, root, comm, st));
+    xsync(st);
     for (size_t i = 0; i < n; ++i)
       CHECK(load(out, i, t) == input(seed, call + 2, root, i, t, ncclSum), "bcast dtype %d rank %d", t, rank);
     /* all-to-all: block k of rank r goes to rank k's block r */
     for (int k = 0; k < world; ++k)
       for (size_t i = 0; i < n; ++i) store(in, k * n + i, t, input(seed, call + 3, rank, k * n + i, t, ncclSum));
     poison(out, n * world * es);
-    NCCLOK(ncclAlltoAll(in, out, n, t, comm, NULL));
+    NCCLOK(ncclAlltoAll(in, out, n, t, comm, st));
+    xsync(st);
     for (int r = 0; r < world; ++r)
       for (size_t i = 0; i < n; ++i)
         CHECK(load(out, r * n + i, t) == input(seed, call + 3, r, rank * n + i, t, ncclSum), "alltoall dtype %d", t);
     /* gather to root */
     for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call + 4, rank, i, t, ncclSum));
     poison(out, n * world * es);
-    NCCLOK(ncclGather(in, out, n, t, root, comm, NULL));
+    NCCLOK(ncclGather(in, out, n, t, root, comm, st));
+    xsync(st);
     if (rank == root)
       for (int r = 0; r < world; ++r)
         for (size_t i = 0; i < n; ++i)
@@ -258,58 +307,65 @@ static void matrix(ncclComm_t comm, uint64_t seed) {
     /* scatter from root */
     for (size_t i = 0; i < n * world; ++i) store(in, i, t, input(seed, call + 5, rank, i, t, ncclSum));
     poison(out, n * es);
-    NCCLOK(ncclScatter(in, out, n, t, root, comm, NULL));
+    NCCLOK(ncclScatter(in, out, n, t, root, comm, st));
+    xsync(st);
     for (size_t i = 0; i < n; ++i)
       CHECK(load(out, i, t) == input(seed, call + 5, root, rank * n + i, t, ncclSum), "scatter dtype %d", t);
-    free(in);
-    free(out);
+    xfree(in);
+    xfree(out);
   }
+  xstream_free(st);
 }
 
 /* A ring in one group (send right, receive from the left), then a pairwise exchange with a
  * different count per pair (torch's uneven all_to_all), each as one batch. */
 static void p2p(ncclComm_t comm, uint64_t seed) {
+  cudaStream_t st = xstream();
   int rank, world;
   NCCLOK(ncclCommUserRank(comm, &rank));
   NCCLOK(ncclCommCount(comm, &world));
   const size_t n = 1 + mix(seed ^ 77) % 999;
-  float* s = malloc(n * 4);
-  float* r = malloc(n * 4);
+  float* s = xalloc(n * 4);
+  float* r = xalloc(n * 4);
   for (size_t i = 0; i < n; ++i) s[i] = (float)input(seed, 900, rank, i, ncclFloat32, ncclSum);
   poison(r, n * 4);
   NCCLOK(ncclGroupStart());
-  NCCLOK(ncclSend(s, n, ncclFloat32, (rank + 1) % world, comm, NULL));
-  NCCLOK(ncclRecv(r, n, ncclFloat32, (rank + world - 1) % world, comm, NULL));
+  NCCLOK(ncclSend(s, n, ncclFloat32, (rank + 1) % world, comm, st));
+  NCCLOK(ncclRecv(r, n, ncclFloat32, (rank + world - 1) % world, comm, st));
   NCCLOK(ncclGroupEnd());
+  xsync(st);
   for (size_t i = 0; i < n; ++i)
     CHECK(r[i] == (float)input(seed, 900, (rank + world - 1) % world, i, ncclFloat32, ncclSum), "ring rank %d", rank);
-  free(s);
-  free(r);
+  xfree(s);
+  xfree(r);
   int64_t* bufs[2 * 16];
   NCCLOK(ncclGroupStart());
   for (int k = 0; k < world; ++k) {
     const size_t ns = 1 + (rank * 7 + k * 3) % 11, nr = 1 + (k * 7 + rank * 3) % 11;
-    bufs[2 * k] = malloc(ns * 8);
-    bufs[2 * k + 1] = malloc(nr * 8);
+    bufs[2 * k] = xalloc(ns * 8);
+    bufs[2 * k + 1] = xalloc(nr * 8);
     for (size_t i = 0; i < ns; ++i) bufs[2 * k][i] = (int64_t)(rank * 1000 + k * 100 + i);
     poison(bufs[2 * k + 1], nr * 8);
-    NCCLOK(ncclSend(bufs[2 * k], ns, ncclInt64, k, comm, NULL));
-    NCCLOK(ncclRecv(bufs[2 * k + 1], nr, ncclInt64, k, comm, NULL));
+    NCCLOK(ncclSend(bufs[2 * k], ns, ncclInt64, k, comm, st));
+    NCCLOK(ncclRecv(bufs[2 * k + 1], nr, ncclInt64, k, comm, st));
   }
   NCCLOK(ncclGroupEnd());
+  xsync(st);
   for (int k = 0; k < world; ++k) {
     const size_t nr = 1 + (k * 7 + rank * 3) % 11;
     for (size_t i = 0; i < nr; ++i)
       CHECK(bufs[2 * k + 1][i] == (int64_t)(k * 1000 + rank * 100 + i), "pairwise rank %d from %d", rank, k);
-    free(bufs[2 * k]);
-    free(bufs[2 * k + 1]);
+    xfree(bufs[2 * k]);
+    xfree(bufs[2 * k + 1]);
   }
+  xstream_free(st);
 }
 
 static void wait_ready(ncclComm_t comm);
 
 /* Split by parity, keys reversed, the last rank NOCOLOR; then an all-reduce inside each part. */
 static void split(ncclComm_t comm) {
+  cudaStream_t st = xstream();
   int rank, world;
   NCCLOK(ncclCommUserRank(comm, &rank));
   NCCLOK(ncclCommCount(comm, &world));
@@ -334,13 +390,19 @@ static void split(ncclComm_t comm) {
   NCCLOK(ncclCommUserRank(sub, &me));
   CHECK(n == members && me == expect_rank, "split rank %d: got %d of %d, want %d of %d", rank, me, n, expect_rank,
         members);
-  int64_t v = rank, sum = -1, want = 0;
+  int64_t* v = xalloc(16);
+  int64_t want = 0;
+  v[0] = rank;
+  v[1] = -1;
   for (int r = 0; r < world - 1; ++r)
     if (r % 2 == color) want += r;
-  NCCLOK(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL));
-  CHECK(sum == want, "split all-reduce rank %d: %lld, want %lld", rank, (long long)sum, (long long)want);
+  NCCLOK(ncclAllReduce(v, v + 1, 1, ncclInt64, ncclSum, sub, st));
+  xsync(st);
+  CHECK(v[1] == want, "split all-reduce rank %d: %lld, want %lld", rank, (long long)v[1], (long long)want);
   NCCLOK(ncclCommFinalize(sub));
   NCCLOK(ncclCommDestroy(sub));
+  xfree(v);
+  xstream_free(st);
 }
 
 static void wait_ready(ncclComm_t comm) {
@@ -388,9 +450,12 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     NCCLOK(ncclCommInitRank(&comm, world, id, rank));
     if (rank == 1) raise(SIGKILL);
     const double t0 = now_s();
-    float x = 1, y = 0;
-    ncclResult_t r = ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL);
-    CHECK(r == ncclRemoteError, "all-reduce with a killed peer returned %d", (int)r);
+    float* xy = xalloc(8);
+    xy[0] = 1;
+    cudaStream_t st = xstream();
+    ncclResult_t r = ncclAllReduce(xy, xy + 1, 1, ncclFloat32, ncclSum, comm, st);
+    if (r == ncclSuccess && g_gpu) cudaStreamSynchronize(st); /* the kernel gives up at the timeout */
+    CHECK(r == ncclRemoteError || (g_gpu && r == ncclSuccess), "all-reduce with a killed peer returned %d", (int)r);
     ncclResult_t s = ncclSuccess;
     while (s == ncclSuccess && now_s() - t0 < 20) {
       NCCLOK(ncclCommGetAsyncError(comm, &s));
@@ -489,19 +554,23 @@ static int mode_threads(int world) {
   for (int r = 0; r < world; ++r) {
     int dev = 0;
     NCCLOK(ncclCommCuDevice(comms[r], &dev));
-    CHECK(dev == -1, "CPU-only mode: ncclCommCuDevice gave %d", dev);
+    CHECK(g_gpu ? dev >= 0 : dev == -1, "ncclCommCuDevice gave %d", dev);
   }
   run_threads(comms, world, seed);
   /* One thread drives every rank: grouped all-reduces (two per rank) and a grouped ring. */
-  double in[16][64], out[16][2][64];
+  double(*in)[64] = xalloc(sizeof(double[16][64]));
+  double(*out)[2][64] = xalloc(sizeof(double[16][2][64]));
+  cudaStream_t sts[16];
+  for (int r = 0; r < world; ++r) sts[r] = xstream();
   NCCLOK(ncclGroupStart());
   for (int r = 0; r < world; ++r) {
     for (int i = 0; i < 64; ++i) in[r][i] = r * 64 + i;
     poison(out[r], sizeof out[r]);
-    NCCLOK(ncclAllReduce(in[r], out[r][0], 64, ncclFloat64, ncclSum, comms[r], NULL));
-    NCCLOK(ncclAllReduce(in[r], out[r][1], 64, ncclFloat64, ncclMax, comms[r], NULL));
+    NCCLOK(ncclAllReduce(in[r], out[r][0], 64, ncclFloat64, ncclSum, comms[r], sts[r]));
+    NCCLOK(ncclAllReduce(in[r], out[r][1], 64, ncclFloat64, ncclMax, comms[r], sts[r]));
   }
   NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) xsync(sts[r]);
   for (int r = 0; r < world; ++r)
     for (int i = 0; i < 64; ++i) {
       double sum = 0;
@@ -510,10 +579,11 @@ static int mode_threads(int world) {
     }
   NCCLOK(ncclGroupStart());
   for (int r = 0; r < world; ++r) {
-    NCCLOK(ncclSend(in[r], 64, ncclFloat64, (r + 1) % world, comms[r], NULL));
-    NCCLOK(ncclRecv(out[r][0], 64, ncclFloat64, (r + world - 1) % world, comms[r], NULL));
+    NCCLOK(ncclSend(in[r], 64, ncclFloat64, (r + 1) % world, comms[r], sts[r]));
+    NCCLOK(ncclRecv(out[r][0], 64, ncclFloat64, (r + world - 1) % world, comms[r], sts[r]));
   }
   NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) xsync(sts[r]);
   for (int r = 0; r < world; ++r)
     for (int i = 0; i < 64; ++i) CHECK(out[r][0][i] == in[(r + world - 1) % world][i], "grouped ring rank %d", r);
   /* Split from one thread inside a group, NOCOLOR for rank 0. */
@@ -529,6 +599,9 @@ static int mode_threads(int world) {
     CHECK(n == world - 1 && me == r - 1, "grouped split rank %d: %d of %d", r, me, n);
   }
   for (int r = 1; r < world; ++r) NCCLOK(ncclCommDestroy(subs[r]));
+  for (int r = 0; r < world; ++r) xstream_free(sts[r]);
+  xfree(in);
+  xfree(out);
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommFinalize(comms[r]));
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
 
@@ -547,7 +620,9 @@ static int mode_threads(int world) {
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
 
   /* ncclCommInitAll. */
-  NCCLOK(ncclCommInitAll(comms, world, NULL));
+  /* On a GPU every rank takes the current device (ranks share it: ACTORCC_CUDA_SHARE_GPU=1). */
+  int devs[16] = {0};
+  NCCLOK(ncclCommInitAll(comms, world, g_gpu ? devs : NULL));
   run_threads(comms, world, seed ^ 0x5555);
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
   return g_fail ? 1 : 0;
@@ -560,9 +635,13 @@ struct abort_arg {
 };
 static void* blocked_call(void* p) {
   struct abort_arg* a = p;
-  float x[4] = {1, 2, 3, 4}, y[4];
+  float* x = xalloc(32);
+  for (int i = 0; i < 4; ++i) x[i] = (float)i;
+  cudaStream_t st = xstream();
   const double t0 = now_s();
-  a->result = ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, a->comm, NULL);
+  a->result = ncclAllReduce(x, x + 4, 4, ncclFloat32, ncclSum, a->comm, st);
+  /* On a GPU the call returns once enqueued; its kernel is what waits (until the abort). */
+  if (g_gpu && a->result == ncclSuccess && cudaStreamSynchronize(st) != cudaSuccess) a->result = ncclUnhandledCudaError;
   a->took = now_s() - t0;
   return NULL;
 }
@@ -582,7 +661,7 @@ static int mode_abort(void) {
   NCCLOK(ncclCommAbort(comms[0]));
   const double abort_took = now_s() - t0;
   pthread_join(th, NULL);
-  CHECK(a.result != ncclSuccess, "the all-reduce that was aborted returned success");
+  CHECK(g_gpu || a.result != ncclSuccess, "the all-reduce that was aborted returned success");
   CHECK(a.took < 5, "the aborted all-reduce took %.2f s (the abort did not end it; the timeout is 60 s)", a.took);
   CHECK(abort_took < 5, "ncclCommAbort took %.2f s", abort_took);
   /* Rank 1 hears of it: its error state names rank 0. */
@@ -713,6 +792,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* m = argv[1];
+#ifdef NCCL_ABI_TEST_CUDA
+  g_gpu = getenv("NCCL_ABI_TEST_GPU") && strcmp(getenv("NCCL_ABI_TEST_GPU"), "1") == 0;
+  int ngpu = 0;
+  if (g_gpu && (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1)) {
+    fprintf(stderr, "FAIL: NCCL_ABI_TEST_GPU=1 but no CUDA device is usable\n");
+    return 1;
+  }
+#endif
+  if (strcmp(m, "api") == 0) {
+    /* The API checks use host scalars and the CPU-only mode's answers (device -1, host memory). */
+    g_gpu = 0;
+    setenv("ACTORCC_BACKEND", "cpu", 1);
+  }
   if (strcmp(m, "worker") == 0 && argc == 6) return worker(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
   int rc;
   if (strcmp(m, "api") == 0) rc = mode_api();

@@ -120,7 +120,8 @@ Options comm_options(int device);
 // Makes a comm whose init will run `make`; `make` returns the new Communicator.
 ncclComm* new_comm(const CommConfig& cfg);
 // Runs `make` for `comm` now on this thread, recording the result in comm.
-void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>()>& make) noexcept;
+void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>()>& make,
+              const char* fn = "ncclCommInitRank") noexcept;
 // Starts an init as NCCL would: deferred to ncclGroupEnd inside a group, on a thread for a
 // nonblocking comm (ncclInProgress), else now.
 ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn);

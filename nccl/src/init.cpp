@@ -25,7 +25,7 @@ ncclComm* new_comm(const CommConfig& cfg) {
   return c;
 }
 
-void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>()>& make) noexcept {
+void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>()>& make, const char* fn) noexcept {
   try {
     std::unique_ptr<Communicator> core = make();
     comm->rank = core->rank();
@@ -36,15 +36,15 @@ void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>(
     comm->core.store(comm->owned.get(), std::memory_order_release);
     comm->async_state.store(ncclSuccess, std::memory_order_release);
   } catch (...) {
-    comm->async_state.store(fail_current(comm, "ncclCommInitRank"), std::memory_order_release);
+    comm->async_state.store(fail_current(comm, fn), std::memory_order_release);
   }
 }
 
 namespace {
 // The thread of a nonblocking init. When the comm was abandoned (destroyed or aborted while
 // this ran), the thread frees it.
-void init_thread_main(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make) {
-  run_init(comm, make);
+void init_thread_main(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn) {
+  run_init(comm, make, fn);
   bool free_it = false;
   {
     std::lock_guard<std::mutex> g(comm->init_mu);
@@ -58,10 +58,10 @@ void init_thread_main(ncclComm* comm, std::function<std::unique_ptr<Communicator
   }
 }
 
-void start_init_thread(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make) {
+void start_init_thread(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn) {
   std::lock_guard<std::mutex> g(comm->init_mu);
   comm->init_running = true;
-  comm->init_thread = std::thread(init_thread_main, comm, std::move(make));
+  comm->init_thread = std::thread(init_thread_main, comm, std::move(make), fn);
 }
 }  // namespace
 
@@ -74,17 +74,17 @@ ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communica
   };
   if (in_group()) {
     // Both kinds start at ncclGroupEnd: several inits of one thread must meet concurrently.
-    defer_init(comm, [comm, on_device]() mutable {
-      if (comm->blocking) run_init(comm, on_device);
-      else start_init_thread(comm, std::move(on_device));
+    defer_init(comm, [comm, on_device, fn]() mutable {
+      if (comm->blocking) run_init(comm, on_device, fn);
+      else start_init_thread(comm, std::move(on_device), fn);
     });
     return ncclSuccess;
   }
   if (!comm->blocking) {
-    start_init_thread(comm, std::move(on_device));
+    start_init_thread(comm, std::move(on_device), fn);
     return ncclInProgress;
   }
-  run_init(comm, on_device);
+  run_init(comm, on_device, fn);
   return static_cast<ncclResult_t>(comm->async_state.load(std::memory_order_acquire));
 }
 
@@ -225,7 +225,7 @@ extern "C" ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
       const Options opt = comm_options(gpu ? (devlist ? devlist[i] : i) : -1);
       threads.emplace_back([&, i, opt] {
         set_device(opt.device);
-        run_init(made[i], [&] { return std::make_unique<Communicator>(id, i, ndev, opt); });
+        run_init(made[i], [&] { return std::make_unique<Communicator>(id, i, ndev, opt); }, "ncclCommInitAll");
       });
     }
     for (auto& t : threads) t.join();

@@ -783,6 +783,24 @@ static int mode_api(void) {
   NCCLOK(ncclMemFree(p));
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
+
+  /* A rank that never arrives: the init fails in bounded time, naming it (nonblocking: through
+   * ncclCommGetAsyncError and the comm's last error). */
+  setenv("ACTORCC_JOIN_TIMEOUT_S", "1", 1);
+  NCCLOK(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK(ncclCommInitRankConfig(&comm, 2, id, 0, &cfg) == ncclInProgress, "nonblocking init of a 2-rank group");
+  ncclResult_t s = ncclInProgress;
+  const double t0 = now_s();
+  while (s == ncclInProgress && now_s() - t0 < 10) {
+    NCCLOK(ncclCommGetAsyncError(comm, &s));
+    usleep(1000);
+  }
+  CHECK(s == ncclRemoteError, "a missing rank's init ended in %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comm), "rank 1") != NULL, "the init error does not name rank 1: %s",
+        ncclGetLastError(comm));
+  NCCLOK(ncclCommDestroy(comm));
   return g_fail ? 1 : 0;
 }
 

@@ -61,6 +61,8 @@ static void xsync(cudaStream_t s) {
 static void xstream_free(cudaStream_t s) {
   if (g_gpu) cudaStreamDestroy(s);
 }
+/* A wait that may end in an error (a kernel that gave up): 1 when the stream finished cleanly. */
+static int xwait(cudaStream_t s) { return !g_gpu || cudaStreamSynchronize(s) == cudaSuccess; }
 #else
 static int g_gpu = 0;
 static void* xalloc(size_t n) { return malloc(n); }
@@ -68,6 +70,7 @@ static void xfree(void* p) { free(p); }
 static cudaStream_t xstream(void) { return NULL; }
 static void xsync(cudaStream_t s) { (void)s; }
 static void xstream_free(cudaStream_t s) { (void)s; }
+static int xwait(cudaStream_t s) { (void)s; return 1; }
 #endif
 
 static int g_fail = 0;
@@ -454,7 +457,7 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     xy[0] = 1;
     cudaStream_t st = xstream();
     ncclResult_t r = ncclAllReduce(xy, xy + 1, 1, ncclFloat32, ncclSum, comm, st);
-    if (r == ncclSuccess && g_gpu) cudaStreamSynchronize(st); /* the kernel gives up at the timeout */
+    if (r == ncclSuccess) (void)xwait(st); /* on a GPU the kernel ends when the group aborts */
     CHECK(r == ncclRemoteError || (g_gpu && r == ncclSuccess), "all-reduce with a killed peer returned %d", (int)r);
     ncclResult_t s = ncclSuccess;
     while (s == ncclSuccess && now_s() - t0 < 20) {
@@ -641,7 +644,7 @@ static void* blocked_call(void* p) {
   const double t0 = now_s();
   a->result = ncclAllReduce(x, x + 4, 4, ncclFloat32, ncclSum, a->comm, st);
   /* On a GPU the call returns once enqueued; its kernel is what waits (until the abort). */
-  if (g_gpu && a->result == ncclSuccess && cudaStreamSynchronize(st) != cudaSuccess) a->result = ncclUnhandledCudaError;
+  if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
   a->took = now_s() - t0;
   return NULL;
 }

@@ -73,7 +73,8 @@
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
 #               init), 3 ranks in one process (group init from one thread, grouped calls on
 #               several communicators, InitAll), an abort from another thread while a kernel
-#               waits, a SIGKILLed rank seen through ncclCommGetAsyncError; each prints PASS
+#               waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
+#               on a call, a stalled rank; each prints PASS
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -446,7 +447,7 @@ phase_ncclabi() {
   ensure_build gpu || return
   step build-ncclabi 240 cmake --build build/gpu -j"$(nproc)" --target nccl_abi_test || { FAILED=1; return; }
   local t name
-  for t in "procs 2" "procs 4" "threads 3" abort kill; do
+  for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall; do
     name=ncclabi-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1

@@ -8,6 +8,8 @@
  *                                      matrix on one thread per rank, group-driven calls, InitAll
  *   nccl_abi_test abort                a rank's wait ended by ncclCommAbort from another thread
  *   nccl_abi_test kill                 a SIGKILLed rank seen through ncclCommGetAsyncError
+ *   nccl_abi_test mismatch             ranks that disagree on a call's count or dtype
+ *   nccl_abi_test stall                a rank that stops calling
  * (`worker MODE RANK WORLD IDHEX` is what `procs` and `kill` start.) With NCCL_ABI_TEST_GPU=1
  * (CUDA builds, the device machine) procs, threads, abort and kill run on the CUDA backend.
  * Inputs are fresh each run (seeded from the unique id's random bytes), outputs are poisoned
@@ -682,6 +684,86 @@ static int mode_abort(void) {
   return g_fail ? 1 : 0;
 }
 
+/* Ranks that disagree on a call (count, then dtype): both calls fail, both comms' async errors
+ * say so, in bounded time. */
+struct mismatch_arg {
+  ncclComm_t comm;
+  int rank;
+  int what;
+  ncclResult_t result, async;
+};
+static void* mismatched_call(void* p) {
+  struct mismatch_arg* a = p;
+  cudaStream_t st = xstream();
+  float* x = xalloc(64 * 4);
+  for (int i = 0; i < 64; ++i) x[i] = 1;
+  const size_t n = a->what == 0 ? 10 + a->rank : 10;
+  const ncclDataType_t t = a->what == 1 && a->rank == 1 ? ncclInt32 : ncclFloat32;
+  a->result = ncclAllReduce(x, x + 32, n, t, ncclSum, a->comm, st);
+  if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
+  a->async = ncclSuccess;
+  const double t0 = now_s();
+  while (a->async == ncclSuccess && now_s() - t0 < 10) {
+    NCCLOK(ncclCommGetAsyncError(a->comm, &a->async));
+    if (a->async == ncclSuccess) usleep(10000);
+  }
+  xstream_free(st);
+  return NULL;
+}
+static int mode_mismatch(void) {
+  for (int what = 0; what < 2; ++what) {
+    ncclUniqueId id;
+    NCCLOK(ncclGetUniqueId(&id));
+    ncclComm_t comms[2];
+    NCCLOK(ncclGroupStart());
+    for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
+    NCCLOK(ncclGroupEnd());
+    struct mismatch_arg a[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; ++r) {
+      a[r] = (struct mismatch_arg){comms[r], r, what, ncclSuccess, ncclSuccess};
+      pthread_create(&th[r], NULL, mismatched_call, &a[r]);
+    }
+    for (int r = 0; r < 2; ++r) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(g_gpu || a[r].result != ncclSuccess, "%s mismatch: rank %d's call succeeded", what ? "dtype" : "count", r);
+      CHECK(a[r].async != ncclSuccess, "%s mismatch: rank %d's async error stayed success", what ? "dtype" : "count", r);
+      fprintf(stderr, "mismatch %s rank %d: %d/%d: %s\n", what ? "dtype" : "count", r, (int)a[r].result,
+              (int)a[r].async, ncclGetLastError(comms[r]));
+      NCCLOK(ncclCommAbort(comms[r]));
+    }
+  }
+  return g_fail ? 1 : 0;
+}
+
+/* A rank that stops calling: the other's call fails at the timeout (2 s here) naming it. */
+static int mode_stall(void) {
+  setenv("ACTORCC_TIMEOUT_S", "2", 1);
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2];
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
+  NCCLOK(ncclGroupEnd());
+  struct abort_arg a = {comms[0], ncclSuccess, 0};
+  blocked_call(&a);
+  ncclResult_t s = ncclSuccess;
+  const double t0 = now_s();
+  while (s == ncclSuccess && now_s() - t0 < 10) {
+    NCCLOK(ncclCommGetAsyncError(comms[0], &s));
+    if (s == ncclSuccess) usleep(10000);
+  }
+  CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
+  CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
+  CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comms[0]), "rank 1") || strstr(ncclGetLastError(comms[0]), "rank(s) 1"),
+        "the stall error does not name rank 1: %s",
+        ncclGetLastError(comms[0]));
+  fprintf(stderr, "stall: %.2f s: %s\n", a.took, ncclGetLastError(comms[0]));
+  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommAbort(comms[r]));
+  return g_fail ? 1 : 0;
+}
+
 /* A config of `size` bytes (NCCL's layouts 48-96) from a caller built with `version`. */
 static ncclResult_t init_with_config(ncclComm_t* comm, size_t size, unsigned version, unsigned magic, int blocking) {
   unsigned char buf[128];
@@ -832,6 +914,8 @@ int main(int argc, char** argv) {
   else if (strcmp(m, "procs") == 0 && argc == 3) rc = launch("/proc/self/exe", "procs", atoi(argv[2]), 60, -1);
   else if (strcmp(m, "threads") == 0 && argc == 3) rc = mode_threads(atoi(argv[2]));
   else if (strcmp(m, "abort") == 0) rc = mode_abort();
+  else if (strcmp(m, "mismatch") == 0) rc = mode_mismatch();
+  else if (strcmp(m, "stall") == 0) rc = mode_stall();
   else if (strcmp(m, "kill") == 0) rc = launch("/proc/self/exe", "kill", 2, 40, 1);
   else {
     fprintf(stderr, "unknown mode %s\n", m);

@@ -52,7 +52,7 @@ void init_thread_main(ncclComm* comm, std::function<std::unique_ptr<Communicator
     free_it = comm->abandoned;
   }
   if (free_it) {
-    comm->init_thread.detach();
+    if (comm->init_thread.joinable()) comm->init_thread.detach();
     if (auto* c = comm->core.load()) c->abort("ncclCommDestroy or ncclCommAbort was called during init");
     delete comm;
   }
@@ -89,11 +89,14 @@ ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communica
 }
 
 ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept {
+  // Joined outside the lock: the init thread takes it when it ends.
+  std::thread t;
   {
     std::lock_guard<std::mutex> g(comm->init_mu);
     if (comm->init_thread.joinable() && comm->init_thread.get_id() != std::this_thread::get_id())
-      comm->init_thread.join();
+      t = std::move(comm->init_thread);
   }
+  if (t.joinable()) t.join();
   const int s = comm->async_state.load(std::memory_order_acquire);
   return static_cast<ncclResult_t>(s);
 }

@@ -207,7 +207,19 @@ extern "C" ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks
   if (nId < 1 || !commIds)
     return set_error(nullptr, ncclInvalidArgument, "ncclCommInitRankScalable: needs nId >= 1 ids, got " +
                                                        std::to_string(nId) + (commIds ? "" : " (commIds is NULL)"));
-  return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  const ncclResult_t rc = init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+  // The other ids' roots will never be joined: the process that hosts one stops it (a no-op
+  // elsewhere).
+  for (int i = 1; i < nId; ++i) {
+    if (std::memcmp(commIds[i].internal, commIds[0].internal, sizeof(UniqueId)) == 0) continue;
+    UniqueId unused;
+    std::memcpy(unused.bytes.data(), commIds[i].internal, unused.bytes.size());
+    try {
+      unused.stop_root_if_unused();
+    } catch (...) {
+    }
+  }
+  return rc;
 }
 ACTORCC_NCCL_ALIAS(ncclCommInitRankScalable)
 

@@ -625,6 +625,20 @@ static int mode_threads(int world) {
   for (int r = 0; r < world; ++r) wait_ready(comms[r]);
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
 
+  /* ncclCommInitRankScalable with two ids (the first serves; the second's root is stopped). */
+  ncclUniqueId ids[2];
+  NCCLOK(ncclGetUniqueId(&ids[0]));
+  NCCLOK(ncclGetUniqueId(&ids[1]));
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommInitRankScalable(&comms[r], world, r, 2, ids, NULL));
+  NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) {
+    int n = 0;
+    NCCLOK(ncclCommCount(comms[r], &n));
+    CHECK(n == world, "scalable init: %d ranks", n);
+    NCCLOK(ncclCommDestroy(comms[r]));
+  }
+
   /* ncclCommInitAll. */
   /* On a GPU every rank takes the current device (ranks share it: ACTORCC_CUDA_SHARE_GPU=1). */
   int devs[16] = {0};

@@ -80,17 +80,23 @@ ACTORCC_NCCL_ALIAS(ncclMemAlloc)
 
 extern "C" ncclResult_t ncclMemFree(void* ptr) {
   if (!ptr) return ncclSuccess;
-  if (host_memory()) {
-    std::free(ptr);
+#if ACTORCC_WITH_CUDA
+  // Freed by what it is, not by the mode now: device (or managed) memory with cudaFree, host
+  // memory from the CPU-only mode with free.
+  cudaPointerAttributes attr{};
+  const bool on_gpu = cudaPointerGetAttributes(&attr, ptr) == cudaSuccess &&
+                      (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+  cudaGetLastError();
+  if (on_gpu) {
+    const cudaError_t e = cudaFree(ptr);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return set_error(nullptr, ncclUnhandledCudaError, std::string("ncclMemFree: cudaFree failed: ") + cudaGetErrorString(e));
+    }
     return ncclSuccess;
   }
-#if ACTORCC_WITH_CUDA
-  const cudaError_t e = cudaFree(ptr);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return set_error(nullptr, ncclUnhandledCudaError, std::string("ncclMemFree: cudaFree failed: ") + cudaGetErrorString(e));
-  }
 #endif
+  std::free(ptr);
   return ncclSuccess;
 }
 ACTORCC_NCCL_ALIAS(ncclMemFree)

@@ -101,6 +101,26 @@ static double now_s(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Two ranks of a fresh group in this process, made from this thread inside one group. */
+static void init_pair(ncclComm_t comms[2]) {
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
+  NCCLOK(ncclGroupEnd());
+}
+
+/* Polls ncclCommGetAsyncError until it leaves ncclSuccess, for at most `limit_s`. */
+static ncclResult_t wait_async_error(ncclComm_t comm, double limit_s) {
+  ncclResult_t s = ncclSuccess;
+  const double t0 = now_s();
+  while (s == ncclSuccess && now_s() - t0 < limit_s) {
+    NCCLOK(ncclCommGetAsyncError(comm, &s));
+    if (s == ncclSuccess) usleep(10000);
+  }
+  return s;
+}
+
 /* ---- deterministic randomness shared by all ranks ------------------------------------------ */
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -462,11 +482,7 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     ncclResult_t r = ncclAllReduce(xy, xy + 1, 1, ncclFloat32, ncclSum, comm, st);
     if (r == ncclSuccess) (void)xwait(st); /* on a GPU the kernel ends when the group aborts */
     CHECK(r == ncclRemoteError || (g_gpu && r == ncclSuccess), "all-reduce with a killed peer returned %d", (int)r);
-    ncclResult_t s = ncclSuccess;
-    while (s == ncclSuccess && now_s() - t0 < 20) {
-      NCCLOK(ncclCommGetAsyncError(comm, &s));
-      if (s == ncclSuccess) usleep(10000);
-    }
+    const ncclResult_t s = wait_async_error(comm, 20);
     const char* text = ncclGetLastError(comm);
     CHECK(s == ncclRemoteError, "ncclCommGetAsyncError gave %d", (int)s);
     CHECK(strstr(text, "rank 1") != NULL, "the error does not name rank 1: %s", text);
@@ -666,12 +682,8 @@ static void* blocked_call(void* p) {
   return NULL;
 }
 static int mode_abort(void) {
-  ncclUniqueId id;
-  NCCLOK(ncclGetUniqueId(&id));
   ncclComm_t comms[2];
-  NCCLOK(ncclGroupStart());
-  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
-  NCCLOK(ncclGroupEnd());
+  init_pair(comms);
   /* Rank 0 waits in an all-reduce that rank 1 never joins; another thread aborts rank 0. */
   struct abort_arg a = {comms[0], ncclSuccess, 0};
   pthread_t th;
@@ -685,12 +697,7 @@ static int mode_abort(void) {
   CHECK(a.took < 5, "the aborted all-reduce took %.2f s (the abort did not end it; the timeout is 60 s)", a.took);
   CHECK(abort_took < 5, "ncclCommAbort took %.2f s", abort_took);
   /* Rank 1 hears of it: its error state names rank 0. */
-  ncclResult_t s = ncclSuccess;
-  const double t1 = now_s();
-  while (s == ncclSuccess && now_s() - t1 < 10) {
-    NCCLOK(ncclCommGetAsyncError(comms[1], &s));
-    if (s == ncclSuccess) usleep(10000);
-  }
+  const ncclResult_t s = wait_async_error(comms[1], 10);
   CHECK(s == ncclRemoteError, "rank 1's async error after rank 0's abort: %d", (int)s);
   CHECK(strstr(ncclGetLastError(comms[1]), "rank 0") != NULL, "rank 1's error does not name rank 0: %s",
         ncclGetLastError(comms[1]));
@@ -716,23 +723,14 @@ static void* mismatched_call(void* p) {
   const ncclDataType_t t = a->what == 1 && a->rank == 1 ? ncclInt32 : ncclFloat32;
   a->result = ncclAllReduce(x, x + 32, n, t, ncclSum, a->comm, st);
   if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
-  a->async = ncclSuccess;
-  const double t0 = now_s();
-  while (a->async == ncclSuccess && now_s() - t0 < 10) {
-    NCCLOK(ncclCommGetAsyncError(a->comm, &a->async));
-    if (a->async == ncclSuccess) usleep(10000);
-  }
+  a->async = wait_async_error(a->comm, 10);
   xstream_free(st);
   return NULL;
 }
 static int mode_mismatch(void) {
   for (int what = 0; what < 2; ++what) {
-    ncclUniqueId id;
-    NCCLOK(ncclGetUniqueId(&id));
     ncclComm_t comms[2];
-    NCCLOK(ncclGroupStart());
-    for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
-    NCCLOK(ncclGroupEnd());
+    init_pair(comms);
     struct mismatch_arg a[2];
     pthread_t th[2];
     for (int r = 0; r < 2; ++r) {
@@ -754,20 +752,11 @@ static int mode_mismatch(void) {
 /* A rank that stops calling: the other's call fails at the timeout (2 s here) naming it. */
 static int mode_stall(void) {
   setenv("ACTORCC_TIMEOUT_S", "2", 1);
-  ncclUniqueId id;
-  NCCLOK(ncclGetUniqueId(&id));
   ncclComm_t comms[2];
-  NCCLOK(ncclGroupStart());
-  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
-  NCCLOK(ncclGroupEnd());
+  init_pair(comms);
   struct abort_arg a = {comms[0], ncclSuccess, 0};
   blocked_call(&a);
-  ncclResult_t s = ncclSuccess;
-  const double t0 = now_s();
-  while (s == ncclSuccess && now_s() - t0 < 10) {
-    NCCLOK(ncclCommGetAsyncError(comms[0], &s));
-    if (s == ncclSuccess) usleep(10000);
-  }
+  const ncclResult_t s = wait_async_error(comms[0], 10);
   CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
   CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
   CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);

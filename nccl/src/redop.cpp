@@ -21,8 +21,9 @@ extern "C" ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, 
   const int code = create_premul(*comm->adapt, &out, scalar, datatype, residence);
   if (code == ncclSuccess) *op = static_cast<ncclRedOp_t>(out);
   return adapt_result(comm, code, fn,
-                      "PreMulSum refused for ncclDataType_t " + std::to_string(datatype) + " (residence " +
-                          std::to_string(residence) + "): this build has no PreMulSum support");
+                      std::string(code == ncclInvalidUsage ? "PreMulSum ops are not available in this build"
+                                                           : "PreMulSum refused: the dtype or scalar is not valid") +
+                          " (ncclDataType_t " + std::to_string(datatype) + ", residence " + std::to_string(residence) + ")");
 }
 ACTORCC_NCCL_ALIAS(ncclRedOpCreatePreMulSum)
 

@@ -68,6 +68,13 @@
 #               hook) and FSDP2 against a single-process reference, the time of a DDP step and
 #               of dist.all_reduce from 4 KiB to 16 MiB (tests/python/torch_device.py; JSON in
 #               torch.json); reuses the build phase's folder and builds only the extension
+#   ncclabi     (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
+#               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
+#               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
+#               init), 3 ranks in one process (group init from one thread, grouped calls on
+#               several communicators, InitAll), an abort from another thread while a kernel
+#               waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
+#               on a call, a stalled rank; each prints PASS
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -435,6 +442,19 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
+# ncclabi: tests/nccl/nccl_abi_test in GPU mode (NCCL_ABI_TEST_GPU=1), each case in its own step.
+phase_ncclabi() {
+  ensure_build gpu || return
+  step build-ncclabi 240 cmake --build build/gpu -j"$(nproc)" --target nccl_abi_test || { FAILED=1; return; }
+  local t name
+  for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall; do
+    name=ncclabi-${t// /}
+    step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
+      ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1
+    grep -h "^PASS\|FAIL" "$OUT/logs/$name.log" | head -6
+  done
+}
+
 [ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
@@ -445,7 +465,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch)
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | ncclabi)
       "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;

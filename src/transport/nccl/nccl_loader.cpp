@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -11,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/deadline.hpp"
 #include "common/env.hpp"
@@ -112,12 +115,78 @@ void nck(const NcclLib::Fns& f, ncclResult_t r, const char* what, ncclComm_t com
 
 }  // namespace
 
-std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+namespace {
+
+// actorcc's own NCCL-ABI library (nccl/: a libnccl.so.2 over actorcc) exports this marker. Loading
+// it here would route actorcc's rails back into actorcc, so it is never taken as the NCCL.
+constexpr const char* kAbiMarker = "ncclActorccVersion";
+bool is_actorcc_abi(void* h) { return dlsym(h, kAbiMarker) != nullptr; }
+
+// True when an actorcc NCCL-ABI library is in this process (preloaded, or this code is inside
+// it): NVIDIA's NCCL is then opened with RTLD_DEEPBIND so its own calls to its public functions
+// (its cleanup calls ncclCommDestroy, ...) bind inside it, never to the ABI library's.
+bool abi_library_loaded() {
+  if (dlsym(RTLD_DEFAULT, kAbiMarker)) return true;
+  Dl_info self{};
+  if (!dladdr(reinterpret_cast<void*>(&default_library), &self) || !self.dli_fname) return false;
+  void* h = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  const bool inside = h && is_actorcc_abi(h);
+  if (h) dlclose(h);
+  return inside;
+}
+
+// Where else NVIDIA's NCCL may be when the name resolves to the ABI library: the nvidia-nccl wheel
+// beside the torch loaded in this process, then the directories of LD_LIBRARY_PATH and the
+// usual system ones (each opened by its full path, which glibc loads as a separate object).
+std::vector<std::string> other_candidates() {
+  std::vector<std::string> out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        const auto at = name.find("/torch/lib/");
+        if (at != std::string::npos)
+          static_cast<std::vector<std::string>*>(data)->push_back(name.substr(0, at) + "/nvidia/nccl/lib/libnccl.so.2");
+        return 0;
+      },
+      &out);
+  std::string dirs = env::get("LD_LIBRARY_PATH").value_or("");
+  dirs += ":/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:/usr/lib64:/usr/local/lib";
+  size_t pos = 0;
+  while (pos <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', pos), dirs.size());
+    if (end > pos) out.push_back(dirs.substr(pos, end - pos) + "/libnccl.so.2");
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Opens `path` unless it is the ABI library; then the other candidates. Throws when only the
+// ABI library was found.
+void* open_nvidia_nccl(const std::string& path) {
+  const int flags = RTLD_NOW | RTLD_LOCAL | (abi_library_loaded() ? RTLD_DEEPBIND : 0);
+  void* h = dlopen(path.c_str(), flags);
   if (!h) {
     const char* e = dlerror();
     throw NcclError("cannot load NCCL from '" + path + "': " + (e ? e : "unknown error"));
   }
+  if (!is_actorcc_abi(h)) return h;
+  dlclose(h);
+  for (const std::string& c : other_candidates()) {
+    if (access(c.c_str(), R_OK) != 0) continue;
+    void* o = dlopen(c.c_str(), flags);
+    if (!o) continue;
+    if (!is_actorcc_abi(o)) return o;
+    dlclose(o);
+  }
+  throw NcclError("'" + path + "' is actorcc's own NCCL-ABI library (libnccl.so.2 over actorcc), not NVIDIA's NCCL, "
+                  "and no NVIDIA NCCL was found beside torch or on the library path: set ACTORCC_NCCL_LIB to "
+                  "NVIDIA's libnccl.so.2 (the nvidia-nccl wheel's nvidia/nccl/lib/libnccl.so.2) for groups across nodes");
+}
+
+}  // namespace
+
+std::unique_ptr<NcclLib> NcclLib::load(const std::string& path) {
+  void* h = open_nvidia_nccl(path);
   std::unique_ptr<NcclLib> lib(new NcclLib());
   lib->handle_ = h;
   lib->fns_ = std::make_unique<Fns>();

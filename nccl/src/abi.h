@@ -1,0 +1,186 @@
+// NCCL's C ABI as this library implements it: the enum values, struct layouts and function
+// signatures of NCCL 2.28 (the release whose ABI we claim: kNcclVersionCode). Declared here in
+// our own words; the conformance tests in tests/nccl compile against the toolkit's real nccl.h
+// and link against this library, which is what proves that the layouts agree.
+#pragma once
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+// 2.28.9: the NCCL that torch 2.11 ships (nvidia-nccl-cu13 2.28.9).
+inline constexpr int kNcclVersionCode = 22809;
+
+extern "C" {
+
+typedef struct ncclComm* ncclComm_t;
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+typedef struct CUstream_st* cudaStream_t;  // the same opaque type cuda_runtime.h names
+
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+typedef enum {
+  ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
+  ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10, ncclFloat8e5m2 = 11, ncclNumTypes = 12
+} ncclDataType_t;
+
+// Values >= ncclNumOps are PreMulSum handles (ncclRedOpCreatePreMulSum). The enum is an int in
+// NCCL's ABI (its largest member is 0x7fffffff).
+typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5,
+               ncclMaxRedOp = 0x7fffffff } ncclRedOp_t;
+
+typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+
+inline constexpr int kNcclConfigUndefInt = INT_MIN;
+inline constexpr int kNcclSplitNoColor = -1;
+inline constexpr unsigned kNcclConfigMagic = 0xcafebeef;
+inline constexpr unsigned kNcclSimInfoMagic = 0x74685283;
+
+// ncclConfig_t, the newest layout we know (2.30: 96 bytes on x86-64). Callers pass the layout of
+// the header they were built with; config.cpp reads it by its `size` and `version`.
+typedef struct ncclConfig_v23000 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;             // from 2.14 (2.18-2.26: 48 bytes, ending after splitShare)
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;         // 2.27: 72 bytes, ending after nvlsCTAs
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;  // 2.28: 80 bytes
+  int nvlinkCentricSched;
+  int fields_v2290[2];      // 2.29: 88 bytes; 2.30: 96 (fields this library does not read)
+  int fields_v2300[2];
+} ncclConfig_t;
+
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime;
+} ncclSimInfo_t;
+
+// Opaque here: declared in NCCL's device header; we only refuse them. The functions after
+// ncclDevCommDestroy are 2.29/2.30's (suspend/resume, memory statistics, one-sided signals, the
+// device API's window pointers) that newer torch builds import. ncclCommMemStat_t is an enum
+// (an int here) and ncclMultimemHandle_t a struct of one pointer passed by value (passed as a
+// pointer is: a void* here); ncclWaitSignalDesc_t is only pointed to.
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+
+// Every function below is exported twice, as ncclX and as its profiling alias pncclX
+// (exports.cpp defines the aliases).
+#define ACTORCC_NCCL_API_LIST(X)                                                                        \
+  X(ncclResult_t, ncclGetVersion, (int* version))                                                      \
+  X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId))                                          \
+  X(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank))     \
+  X(ncclResult_t, ncclCommInitRankConfig,                                                              \
+    (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config))              \
+  X(ncclResult_t, ncclCommInitRankScalable,                                                            \
+    (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config)) \
+  X(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist))                 \
+  X(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))                                                 \
+  X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))                                                  \
+  X(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                                    \
+  X(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))                                  \
+  X(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) \
+  X(ncclResult_t, ncclCommShrink,                                                                      \
+    (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, \
+     int shrinkFlags))                                                                                 \
+  X(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId * uniqueId))                     \
+  X(ncclResult_t, ncclCommGrow,                                                                        \
+    (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config)) \
+  X(const char*, ncclGetErrorString, (ncclResult_t result))                                            \
+  X(const char*, ncclGetLastError, (ncclComm_t comm))                                                  \
+  X(void, ncclResetDebugInit, ())                                                                      \
+  X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError))                 \
+  X(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count))                                  \
+  X(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device))                              \
+  X(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank))                                \
+  X(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))                                             \
+  X(ncclResult_t, ncclMemFree, (void* ptr))                                                            \
+  X(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))   \
+  X(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle))                           \
+  X(ncclResult_t, ncclCommWindowRegister,                                                              \
+    (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags))                       \
+  X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))                       \
+  X(ncclResult_t, ncclRedOpCreatePreMulSum,                                                            \
+    (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm)) \
+  X(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))                                 \
+  X(ncclResult_t, ncclReduce,                                                                          \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+     ncclComm_t comm, cudaStream_t stream))                                                            \
+  X(ncclResult_t, ncclBcast,                                                                           \
+    (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclBroadcast,                                                                       \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream))                                                                             \
+  X(ncclResult_t, ncclAllReduce,                                                                       \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,      \
+     ncclComm_t comm, cudaStream_t stream))                                                            \
+  X(ncclResult_t, ncclReduceScatter,                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,  \
+     ncclComm_t comm, cudaStream_t stream))                                                            \
+  X(ncclResult_t, ncclAllGather,                                                                       \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, \
+     cudaStream_t stream))                                                                             \
+  X(ncclResult_t, ncclAlltoAll,                                                                        \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,     \
+     cudaStream_t stream))                                                                             \
+  X(ncclResult_t, ncclGather,                                                                          \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, int root,        \
+     ncclComm_t comm, cudaStream_t stream))                                                            \
+  X(ncclResult_t, ncclScatter,                                                                         \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, int root,        \
+     ncclComm_t comm, cudaStream_t stream))                                                            \
+  X(ncclResult_t, ncclSend,                                                                            \
+    (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclRecv,                                                                            \
+    (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclGroupStart, ())                                                                  \
+  X(ncclResult_t, ncclGroupEnd, ())                                                                    \
+  X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))                                     \
+  X(ncclResult_t, ncclDevCommCreate,                                                                   \
+    (ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm))                   \
+  X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, const ncclDevComm* devComm))                   \
+  X(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags))                                       \
+  X(ncclResult_t, ncclCommResume, (ncclComm_t comm))                                                   \
+  X(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, int stat, uint64_t* value))                      \
+  X(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr))           \
+  X(ncclResult_t, ncclPutSignal,                                                                       \
+    (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,     \
+     size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclSignal, (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclWaitSignal, (int nDesc, void* signalDescs, ncclComm_t comm, cudaStream_t stream)) \
+  X(ncclResult_t, ncclGetLsaMultimemDevicePointer, (ncclWindow_t window, size_t offset, void** outPtr)) \
+  X(ncclResult_t, ncclGetMultimemDevicePointer, (ncclWindow_t window, size_t offset, void* multimem, void** outPtr)) \
+  X(ncclResult_t, ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr)) \
+  X(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr)) \
+  X(const char*, ncclActorccVersion, ())
+
+#define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;
+ACTORCC_NCCL_API_LIST(ACTORCC_NCCL_DECLARE)
+#undef ACTORCC_NCCL_DECLARE
+
+}  // extern "C"

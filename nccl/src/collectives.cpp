@@ -1,0 +1,174 @@
+// The collectives: ncclAllReduce, ncclReduceScatter, ncclReduce, ncclAllGather, ncclBroadcast,
+// ncclBcast, ncclAlltoAll, ncclGather, ncclScatter. Each is one CollCall, run now or deferred to
+// the group's end. A reducing call goes to the reduction adapters first (adapt.hpp: fp8,
+// unsigned min/max/avg, PreMulSum); what they decline maps onto the core's dtypes and ops.
+// Calls that only move bytes take every dtype.
+#include "comm.hpp"
+
+namespace actorcc::ncclabi {
+
+namespace {
+
+constexpr const char* kNames[] = {"ncclAllReduce", "ncclReduceScatter", "ncclReduce", "ncclAllGather",
+                                  "ncclBroadcast", "ncclAlltoAll",      "ncclGather", "ncclScatter"};
+
+// How each ncclDataType_t maps onto the core. Unsigned 32/64-bit integers sum and multiply
+// bitwise like the signed ones (two's complement wraps the same), so those two ops run as
+// int32/int64; their min/max/avg are the adapters' (or refused). fp8 types move as bytes.
+struct TypeRow {
+  DataType core;
+  bool reduce_all_ops;  // every built-in op natively
+  bool reduce_sum_prod; // sum and prod natively
+};
+constexpr TypeRow kTypes[ncclNumTypes] = {
+    {DataType::Int8, true, true},      {DataType::UInt8, true, true},    {DataType::Int32, true, true},
+    {DataType::Int32, false, true},    {DataType::Int64, true, true},    {DataType::Int64, false, true},
+    {DataType::Float16, true, true},   {DataType::Float32, true, true},  {DataType::Float64, true, true},
+    {DataType::BFloat16, true, true},  {DataType::UInt8, false, false},  {DataType::UInt8, false, false},
+};
+constexpr RedOp kOps[ncclNumOps] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
+constexpr const char* kOpNames[ncclNumOps] = {"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"};
+
+[[noreturn]] void refuse(Communicator& c, const std::string& what) {
+  c.refuse_call(InvalidArgument(what, c.rank()));
+}
+
+DataType reduce_dtype(Communicator& c, int dtype, int op, const char* fn) {
+  if (dtype < 0 || dtype >= ncclNumTypes) refuse(c, std::string(fn) + ": unknown ncclDataType_t " + std::to_string(dtype));
+  if (op < 0 || op >= ncclNumOps)
+    refuse(c, std::string(fn) + ": reduction op " + std::to_string(op) +
+                  " is neither a built-in op nor a PreMulSum op of this communicator");
+  const TypeRow& row = kTypes[dtype];
+  if (row.reduce_all_ops || (row.reduce_sum_prod && op <= ncclProd)) return row.core;
+  refuse(c, std::string(fn) + ": " + kOpNames[op] + " on ncclDataType_t " + std::to_string(dtype) +
+                " is not available in this build");
+}
+
+}  // namespace
+
+DataType bytes_dtype(int dtype, const char* fn, int rank) {
+  if (dtype < 0 || dtype >= ncclNumTypes)
+    throw InvalidArgument(std::string(fn) + ": unknown ncclDataType_t " + std::to_string(dtype), rank);
+  return kTypes[dtype].core;
+}
+
+void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
+  const char* fn = kNames[static_cast<int>(k.kind)];
+  comm->last_stream.store(k.stream, std::memory_order_relaxed);
+  switch (k.kind) {
+    case CollKind::AllReduce:
+    case CollKind::ReduceScatter:
+    case CollKind::Reduce: {
+      const ReduceKind rk = k.kind == CollKind::AllReduce       ? ReduceKind::AllReduce
+                            : k.kind == CollKind::ReduceScatter ? ReduceKind::ReduceScatter
+                                                                : ReduceKind::Reduce;
+      if (run_adapted(c, *comm->adapt, ReduceCall{rk, k.send, k.recv, k.count, k.dtype, k.op, k.root, k.stream}))
+        return;
+      const DataType t = reduce_dtype(c, k.dtype, k.op, fn);
+      const RedOp op = kOps[k.op];
+      if (rk == ReduceKind::AllReduce) c.all_reduce(k.send, k.recv, k.count, t, op, k.stream);
+      else if (rk == ReduceKind::ReduceScatter) c.reduce_scatter(k.send, k.recv, k.count, t, op, k.stream);
+      else c.reduce(k.send, k.recv, k.count, t, op, k.root, k.stream);
+      return;
+    }
+    default: break;
+  }
+  DataType t;
+  try {
+    t = bytes_dtype(k.dtype, fn, c.rank());
+  } catch (const InvalidArgument& e) {
+    c.refuse_call(e);
+  }
+  switch (k.kind) {
+    case CollKind::AllGather: c.all_gather(k.send, k.recv, k.count, t, k.stream); return;
+    case CollKind::Broadcast: c.broadcast(k.send, k.recv, k.count, t, k.root, k.stream); return;
+    case CollKind::AllToAll: c.all_to_all(k.send, k.recv, k.count, t, k.stream); return;
+    case CollKind::Gather: c.gather(k.send, k.recv, k.count, t, k.root, k.stream); return;
+    case CollKind::Scatter: c.scatter(k.send, k.recv, k.count, t, k.root, k.stream); return;
+    default: return;
+  }
+}
+
+namespace {
+// Runs `call` now, or defers it when a group is open on this thread.
+ncclResult_t issue(ncclComm* comm, const CollCall& call) noexcept {
+  const char* fn = kNames[static_cast<int>(call.kind)];
+  if (in_group()) {
+    if (!valid(comm)) return bad_comm(fn, comm);
+    return guarded(comm, fn, [&] {
+      defer_coll(comm, call);
+      return ncclSuccess;
+    });
+  }
+  ncclResult_t rc = ncclSuccess;
+  Communicator* c = ready_core(comm, fn, &rc);
+  if (!c) return rc;
+  BusyScope busy(comm);
+  try {
+    run_coll(*c, comm, call);
+    return ncclSuccess;
+  } catch (...) {
+    return fail_current(comm, fn);
+  }
+}
+}  // namespace
+
+}  // namespace actorcc::ncclabi
+
+using namespace actorcc::ncclabi;
+
+extern "C" ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclAllReduce)
+
+extern "C" ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return issue(comm, {CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclReduceScatter)
+
+extern "C" ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclReduce)
+
+extern "C" ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, 0, 0, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclAllGather)
+
+extern "C" ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::Broadcast, sendbuff, recvbuff, count, datatype, 0, root, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclBroadcast)
+
+// The legacy in-place broadcast.
+extern "C" ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  return issue(comm, {CollKind::Broadcast, buff, buff, count, datatype, 0, root, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclBcast)
+
+extern "C" ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::AllToAll, sendbuff, recvbuff, count, datatype, 0, 0, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclAlltoAll)
+
+extern "C" ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, 0, root, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclGather)
+
+extern "C" ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, {CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, 0, root, stream});
+}
+ACTORCC_NCCL_ALIAS(ncclScatter)

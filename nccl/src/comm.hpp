@@ -1,0 +1,167 @@
+// ncclComm: what an ncclComm_t points at. One actorcc Communicator (null until its init has
+// finished), the reduction adapters' state, the error texts, and what a group defers on it.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "abi.h"
+#include "adapt.hpp"
+#include "actorcc/communicator.hpp"
+#include "actorcc/error.hpp"
+
+// Each exported function is also exported as its profiling alias pnccl<Name>, as NCCL does.
+#define ACTORCC_NCCL_ALIAS(name) \
+  extern "C" __attribute__((alias(#name), visibility("default"))) decltype(name) p##name;
+
+namespace actorcc::ncclabi {
+
+// One deferred or immediate collective (group.cpp keeps a list of them per communicator).
+enum class CollKind : uint8_t { AllReduce, ReduceScatter, Reduce, AllGather, Broadcast, AllToAll, Gather, Scatter };
+struct CollCall {
+  CollKind kind;
+  const void* send;
+  void* recv;
+  size_t count;
+  int dtype;
+  int op;
+  int root;
+  void* stream;
+};
+
+}  // namespace actorcc::ncclabi
+
+struct ncclComm {
+  static constexpr uint64_t kMagic = 0x6e63636c41434321ull;  // "ncclACC!"
+  uint64_t magic = kMagic;
+  // Set (release) once init has succeeded; never changes after. Calls load it (acquire).
+  std::atomic<actorcc::Communicator*> core{nullptr};
+  std::unique_ptr<actorcc::Communicator> owned;
+  actorcc::ncclabi::AdaptStatePtr adapt;
+  int rank = -1;
+  int nranks = 0;
+  int cuda_device = -1;   // the device init ran on (-1 on the CPU backend)
+  bool blocking = true;   // ncclConfig_t.blocking (NCCL's default: 1)
+
+  // ncclCommGetAsyncError's answer: ncclInProgress during init, then ncclSuccess or the first
+  // error seen (sticky).
+  std::atomic<int> async_state{ncclInProgress};
+
+  // Nonblocking init runs on its own thread. If the comm is aborted or destroyed before it ends,
+  // `abandoned` hands the comm to that thread, which frees it when the init returns.
+  std::mutex init_mu;
+  std::thread init_thread;
+  bool init_running = false;
+  bool abandoned = false;
+
+  // Calls in progress on other threads; ncclCommAbort waits for them after aborting the group
+  // (which makes each of them return) before it frees the communicator.
+  std::atomic<int> busy{0};
+  std::atomic<bool> closing{false};
+  std::atomic<void*> last_stream{nullptr};  // what ncclCommFinalize waits on (the CUDA backend)
+
+  std::mutex err_mu;
+  std::string last_error;
+
+  // Deferred by the group open on the issuing thread (group.cpp).
+  std::vector<actorcc::ncclabi::CollCall> pending;
+  std::vector<actorcc::P2POp> pending_p2p;
+  size_t p2p_position = 0;  // the p2p batch runs where its first op was issued
+  void* p2p_stream = nullptr;
+  bool in_group = false;
+};
+
+namespace actorcc::ncclabi {
+
+// --- errors.cpp -----------------------------------------------------------------------------
+ncclResult_t to_nccl(ErrorCode code) noexcept;
+// Records `text` as the calling thread's last error and, when comm is not null, the comm's;
+// returns `code`. Never throws.
+ncclResult_t set_error(ncclComm* comm, ncclResult_t code, const std::string& text) noexcept;
+// For a catch(...) block: records the exception in flight, naming `fn`, and returns its code.
+ncclResult_t fail_current(ncclComm* comm, const char* fn) noexcept;
+// "rank R: " (or "" when the rank is not known yet).
+std::string rank_prefix(const ncclComm* comm);
+
+// Runs `body` (returning ncclResult_t) and turns any exception into an error code.
+template <typename F>
+inline ncclResult_t guarded(ncclComm* comm, const char* fn, F&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return fail_current(comm, fn);
+  }
+}
+
+// An invalid comm handle (null or not one of ours) as NCCL answers it.
+ncclResult_t bad_comm(const char* fn, const ncclComm* comm) noexcept;
+inline bool valid(const ncclComm* comm) noexcept { return comm && comm->magic == ncclComm::kMagic; }
+
+// --- config.cpp -----------------------------------------------------------------------------
+struct CommConfig {
+  bool blocking = true;
+  std::string name;  // commName, for the logs
+};
+// Reads `cfg` as NCCL does (by size and version; NULL = defaults); on a bad struct returns
+// ncclInvalidArgument with the text set.
+ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* fn) noexcept;
+
+// --- device.cpp -----------------------------------------------------------------------------
+int current_device() noexcept;  // -1 when no GPU is usable or ACTORCC_BACKEND=cpu
+void set_device(int device) noexcept;
+
+// --- init.cpp -------------------------------------------------------------------------------
+Options comm_options(int device);
+// Makes a comm whose init will run `make`; `make` returns the new Communicator.
+ncclComm* new_comm(const CommConfig& cfg);
+// Runs `make` for `comm` now on this thread, recording the result in comm.
+void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>()>& make,
+              const char* fn = "ncclCommInitRank") noexcept;
+// Starts an init as NCCL would: deferred to ncclGroupEnd inside a group, on a thread for a
+// nonblocking comm (ncclInProgress), else now.
+ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn);
+// Waits for a pending init of `comm` (nonblocking init). Returns its result.
+ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept;
+// Frees a comm (and its Communicator) unless its init thread still runs (then that thread does).
+void release_comm(ncclComm* comm) noexcept;
+
+// --- group.cpp ------------------------------------------------------------------------------
+bool in_group() noexcept;
+// Inside a group: appends `job` to the inits that ncclGroupEnd starts.
+void defer_init(ncclComm* comm, std::function<void()> job);
+void defer_coll(ncclComm* comm, const CollCall& call);
+void defer_p2p(ncclComm* comm, const P2POp& op, void* stream);
+
+// --- collectives.cpp ------------------------------------------------------------------------
+// Runs one collective on a ready comm (throws actorcc::Error).
+void run_coll(Communicator& c, ncclComm* comm, const CollCall& call);
+// Maps an NCCL dtype for a call that moves bytes only (every dtype, fp8 included).
+DataType bytes_dtype(int dtype, const char* fn, int rank);
+
+// Keeps the comm busy for the duration of a call, so ncclCommAbort does not free it under us.
+class BusyScope {
+ public:
+  explicit BusyScope(ncclComm* c) noexcept : c_(c) { c_->busy.fetch_add(1, std::memory_order_acq_rel); }
+  ~BusyScope() { c_->busy.fetch_sub(1, std::memory_order_acq_rel); }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+
+ private:
+  ncclComm* c_;
+};
+
+// The Communicator of a comm that a call may use now, or null with the error recorded in *rc
+// (bad handle, init failed, aborted). Waits for a nonblocking init still running.
+Communicator* ready_core_slow(ncclComm* comm, const char* fn, ncclResult_t* rc) noexcept;
+inline Communicator* ready_core(ncclComm* comm, const char* fn, ncclResult_t* rc) noexcept {
+  if (valid(comm) && !comm->closing.load(std::memory_order_acquire))
+    if (Communicator* c = comm->core.load(std::memory_order_acquire)) return c;
+  return ready_core_slow(comm, fn, rc);
+}
+
+}  // namespace actorcc::ncclabi

@@ -1,0 +1,930 @@
+/* Conformance test of actorcc's libnccl.so.2, written as an NCCL user writes: C, compiled against
+ * the CUDA toolkit's real nccl.h (so the struct layouts and enum values are NCCL's own) and
+ * linked against our library. Runs on the CPU-only mode (ACTORCC_BACKEND=cpu) over host buffers.
+ *
+ *   nccl_abi_test api                  version, error strings, config sizes, refusals (1 rank)
+ *   nccl_abi_test procs WORLD          WORLD processes: matrix, p2p, split, nonblocking init
+ *   nccl_abi_test threads WORLD        WORLD ranks in one process: group init from one thread,
+ *                                      matrix on one thread per rank, group-driven calls, InitAll
+ *   nccl_abi_test abort                a rank's wait ended by ncclCommAbort from another thread
+ *   nccl_abi_test kill                 a SIGKILLed rank seen through ncclCommGetAsyncError
+ *   nccl_abi_test mismatch             ranks that disagree on a call's count or dtype
+ *   nccl_abi_test stall                a rank that stops calling
+ * (`worker MODE RANK WORLD IDHEX` is what `procs` and `kill` start.) With NCCL_ABI_TEST_GPU=1
+ * (CUDA builds, the device machine) procs, threads, abort and kill run on the CUDA backend.
+ * Inputs are fresh each run (seeded from the unique id's random bytes), outputs are poisoned
+ * before every call, and results are checked exactly (floats: against a float64 reference). */
+#define _GNU_SOURCE
+#include <nccl.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char** environ;
+
+/* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
+ * are managed memory (the host code fills and checks them as before), each rank has its own
+ * non-blocking stream, and every call is followed by a wait on that stream. */
+#ifdef NCCL_ABI_TEST_CUDA
+static int g_gpu = 0;
+static void* xalloc(size_t n) {
+  if (!g_gpu) return malloc(n);
+  void* p = NULL;
+  if (cudaMallocManaged(&p, n, cudaMemAttachGlobal) != cudaSuccess) {
+    fprintf(stderr, "FAIL: cudaMallocManaged(%zu)\n", n);
+    exit(1);
+  }
+  return p;
+}
+static void xfree(void* p) {
+  if (g_gpu) cudaFree(p);
+  else free(p);
+}
+static cudaStream_t xstream(void) {
+  cudaStream_t s = NULL;
+  if (g_gpu && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) exit(1);
+  return s;
+}
+static void xsync(cudaStream_t s) {
+  if (g_gpu && cudaStreamSynchronize(s) != cudaSuccess) {
+    fprintf(stderr, "FAIL: cudaStreamSynchronize\n");
+    exit(1);
+  }
+}
+static void xstream_free(cudaStream_t s) {
+  if (g_gpu) cudaStreamDestroy(s);
+}
+/* A wait that may end in an error (a kernel that gave up): 1 when the stream finished cleanly. */
+static int xwait(cudaStream_t s) { return !g_gpu || cudaStreamSynchronize(s) == cudaSuccess; }
+#else
+static int g_gpu = 0;
+static void* xalloc(size_t n) { return malloc(n); }
+static void xfree(void* p) { free(p); }
+static cudaStream_t xstream(void) { return NULL; }
+static void xsync(cudaStream_t s) { (void)s; }
+static void xstream_free(cudaStream_t s) { (void)s; }
+static int xwait(cudaStream_t s) { (void)s; return 1; }
+#endif
+
+static int g_fail = 0;
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      __sync_fetch_and_add(&g_fail, 1);                               \
+    }                                                                 \
+  } while (0)
+#define NCCLOK(call)                                                                         \
+  do {                                                                                       \
+    ncclResult_t r_ = (call);                                                                \
+    if (r_ != ncclSuccess) {                                                                 \
+      fprintf(stderr, "FAIL %s:%d: %s -> %d (%s): %s\n", __FILE__, __LINE__, #call, (int)r_, \
+              ncclGetErrorString(r_), ncclGetLastError(NULL));                               \
+      exit(1);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Two ranks of a fresh group in this process, made from this thread inside one group. */
+static void init_pair(ncclComm_t comms[2]) {
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
+  NCCLOK(ncclGroupEnd());
+}
+
+/* Polls ncclCommGetAsyncError until it leaves ncclSuccess, for at most `limit_s`. */
+static ncclResult_t wait_async_error(ncclComm_t comm, double limit_s) {
+  ncclResult_t s = ncclSuccess;
+  const double t0 = now_s();
+  while (s == ncclSuccess && now_s() - t0 < limit_s) {
+    NCCLOK(ncclCommGetAsyncError(comm, &s));
+    if (s == ncclSuccess) usleep(10000);
+  }
+  return s;
+}
+
+/* ---- deterministic randomness shared by all ranks ------------------------------------------ */
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+static uint64_t seed_of(const ncclUniqueId* id) {
+  uint64_t s = 0;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i) s = mix(s ^ (unsigned char)id->internal[i]);
+  return s;
+}
+
+/* ---- element access for every dtype -------------------------------------------------------- */
+static size_t dsize(int t) {
+  static const size_t s[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return s[t];
+}
+static uint16_t f2h(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+  if (e == 0) return (uint16_t)sign;
+  int ne = (int)e - 127 + 15;
+  if (ne >= 31) return (uint16_t)(sign | 0x7c00);
+  if (ne <= 0) return (uint16_t)sign; /* our values never go subnormal */
+  uint32_t hm = m >> 13, rest = m & 0x1fff;
+  uint32_t h = sign | ((uint32_t)ne << 10) | hm;
+  if (rest > 0x1000 || (rest == 0x1000 && (hm & 1))) h++;
+  return (uint16_t)h;
+}
+static float h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+  if (e == 0) x = sign; /* zero (no subnormals in our data) */
+  else if (e == 31) x = sign | 0x7f800000 | (m << 13);
+  else x = sign | ((e - 15 + 127) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static uint16_t f2bf(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+static float bf2f(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static void store(void* p, size_t i, int t, double v) {
+  switch (t) {
+    case ncclInt8: ((int8_t*)p)[i] = (int8_t)v; break;
+    case ncclUint8: ((uint8_t*)p)[i] = (uint8_t)v; break;
+    case ncclInt32: ((int32_t*)p)[i] = (int32_t)v; break;
+    case ncclUint32: ((uint32_t*)p)[i] = (uint32_t)v; break;
+    case ncclInt64: ((int64_t*)p)[i] = (int64_t)v; break;
+    case ncclUint64: ((uint64_t*)p)[i] = (uint64_t)v; break;
+    case ncclFloat16: ((uint16_t*)p)[i] = f2h((float)v); break;
+    case ncclFloat32: ((float*)p)[i] = (float)v; break;
+    case ncclFloat64: ((double*)p)[i] = v; break;
+    case ncclBfloat16: ((uint16_t*)p)[i] = f2bf((float)v); break;
+    default: ((uint8_t*)p)[i] = (uint8_t)v; break; /* fp8: raw bytes */
+  }
+}
+static double load(const void* p, size_t i, int t) {
+  switch (t) {
+    case ncclInt8: return ((const int8_t*)p)[i];
+    case ncclUint8: return ((const uint8_t*)p)[i];
+    case ncclInt32: return ((const int32_t*)p)[i];
+    case ncclUint32: return ((const uint32_t*)p)[i];
+    case ncclInt64: return (double)((const int64_t*)p)[i];
+    case ncclUint64: return (double)((const uint64_t*)p)[i];
+    case ncclFloat16: return h2f(((const uint16_t*)p)[i]);
+    case ncclFloat32: return ((const float*)p)[i];
+    case ncclFloat64: return ((const double*)p)[i];
+    case ncclBfloat16: return bf2f(((const uint16_t*)p)[i]);
+    default: return ((const uint8_t*)p)[i];
+  }
+}
+static int is_float(int t) { return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16; }
+static int is_unsigned(int t) { return t == ncclUint8 || t == ncclUint32 || t == ncclUint64 || t >= ncclFloat8e4m3; }
+
+/* Rank r's input element i of call `call`: small integers, exact in every type and every sum. */
+static double input(uint64_t seed, int call, int rank, size_t i, int t, int op) {
+  uint64_t x = mix(seed ^ mix(((uint64_t)call << 40) ^ ((uint64_t)rank << 32) ^ i));
+  if (t >= ncclFloat8e4m3) return (double)(x & 0xff);
+  if (op == ncclProd) {
+    static const int sv[] = {-2, -1, 1, 2}, uv[] = {1, 2, 3, 1};
+    return is_unsigned(t) ? uv[x & 3] : sv[x & 3];
+  }
+  return is_unsigned(t) ? (double)(x % 9) : (double)((int)(x % 9) - 4);
+}
+static double reduce_ref(uint64_t seed, int call, int world, size_t i, int t, int op) {
+  double acc = input(seed, call, 0, i, t, op);
+  for (int r = 1; r < world; ++r) {
+    double v = input(seed, call, r, i, t, op);
+    if (op == ncclSum || op == ncclAvg) acc += v;
+    else if (op == ncclProd) acc *= v;
+    else if (op == ncclMax) acc = v > acc ? v : acc;
+    else acc = v < acc ? v : acc;
+  }
+  if (op == ncclAvg) acc = is_float(t) ? acc / world : (double)(long long)(acc / world); /* ints truncate */
+  return acc;
+}
+static int close_enough(double got, double want, int t, int op) {
+  if (op != ncclAvg || !is_float(t)) return got == want;
+  double tol = t == ncclFloat64 ? 1e-12 : t == ncclFloat32 ? 1e-6 : t == ncclFloat16 ? 2e-3 : 1e-2;
+  return fabs(got - want) <= tol * (fabs(want) + 1);
+}
+static void poison(void* p, size_t bytes) { memset(p, 0xA5, bytes); }
+
+static const int kNative[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
+                              ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+static int native_op(int t, int op) { return !(t == ncclUint32 || t == ncclUint64) || op <= ncclProd; }
+
+/* ---- the collective matrix on one rank ----------------------------------------------------- */
+static void matrix(ncclComm_t comm, uint64_t seed) {
+  cudaStream_t st = xstream();
+  int rank, world;
+  NCCLOK(ncclCommUserRank(comm, &rank));
+  NCCLOK(ncclCommCount(comm, &world));
+  int call = 0;
+  for (size_t ti = 0; ti < sizeof kNative / sizeof kNative[0]; ++ti) {
+    const int t = kNative[ti];
+    const size_t es = dsize(t);
+    for (int op = 0; op < ncclNumOps; ++op) {
+      if (!native_op(t, op)) continue;
+      for (int kind = 0; kind < 3; ++kind, ++call) { /* all-reduce, reduce-scatter, reduce */
+        const size_t n = 1 + mix(seed + call) % 700;  /* odd sizes, the same on every rank */
+        const size_t in_n = kind == 1 ? n * world : n, out_n = n;
+        const int root = (int)(mix(seed ^ call) % world);
+        char* in = xalloc(in_n * es);
+        char* out = xalloc(out_n * es + 64);
+        for (size_t i = 0; i < in_n; ++i) store(in, i, t, input(seed, call, rank, i, t, op));
+        poison(out, out_n * es + 64);
+        ncclResult_t r;
+        if (kind == 0) r = ncclAllReduce(in, out, n, t, op, comm, st);
+        else if (kind == 1) r = ncclReduceScatter(in, out, n, t, op, comm, st);
+        else r = ncclReduce(in, out, n, t, op, root, comm, st);
+        xsync(st);
+        CHECK(r == ncclSuccess, "rank %d kind %d dtype %d op %d: %s", rank, kind, t, op, ncclGetLastError(comm));
+        if (r != ncclSuccess) exit(1);
+        if (kind != 2 || rank == root) {
+          size_t bad = 0;
+          for (size_t i = 0; i < out_n; ++i) {
+            const size_t gi = kind == 1 ? rank * n + i : i;
+            const double want = reduce_ref(seed, call, world, gi, t, op), got = load(out, i, t);
+            if (!close_enough(got, want, t, op) && bad++ < 3)
+              fprintf(stderr, "FAIL rank %d kind %d dtype %d op %d n %zu [%zu]: got %g want %g\n", rank, kind, t, op,
+                      n, i, got, want);
+          }
+          CHECK(bad == 0, "rank %d: %zu wrong elements (kind %d dtype %d op %d)", rank, bad, kind, t, op);
+          const unsigned char* tail = (const unsigned char*)out + out_n * es;
+          for (int k = 0; k < 64; ++k) CHECK(tail[k] == 0xA5, "rank %d kind %d wrote past the output", rank, kind);
+        }
+        xfree(in);
+        xfree(out);
+      }
+    }
+  }
+  /* Byte movers, every dtype (fp8 included). */
+  for (int t = 0; t < ncclNumTypes; ++t, call += 6) {
+    const size_t es = dsize(t), n = 1 + mix(seed + call) % 500;
+    const int root = (int)(mix(seed ^ call) % world);
+    char* in = xalloc(n * world * es);
+    char* out = xalloc(n * world * es);
+    /* all-gather */
+    for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call, rank, i, t, ncclSum));
+    poison(out, n * world * es);
+    NCCLOK(ncclAllGather(in, out, n, t, comm, st));
+    xsync(st);
+    for (int r = 0; r < world; ++r)
+      for (size_t i = 0; i < n; ++i)
+        CHECK(load(out, r * n + i, t) == input(seed, call, r, i, t, ncclSum), "allgather dtype %d rank %d", t, rank);
+    /* broadcast, then the in-place ncclBcast */
+    for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call + 1, rank, i, t, ncclSum));
+    poison(out, n * es);
+    NCCLOK(ncclBroadcast(in, out, n, t, root, comm, st));
+    xsync(st);
+    for (size_t i = 0; i < n; ++i)
+      CHECK(load(out, i, t) == input(seed, call + 1, root, i, t, ncclSum), "broadcast dtype %d rank %d", t, rank);
+    for (size_t i = 0; i < n; ++i) store(out, i, t, rank == root ? input(seed, call + 2, root, i, t, ncclSum) : 0);
+    if (rank != root) poison(out, n * es);
+    NCCLOK(ncclBcast(out, n, t, root, comm, st));
+    xsync(st);
+    for (size_t i = 0; i < n; ++i)
+      CHECK(load(out, i, t) == input(seed, call + 2, root, i, t, ncclSum), "bcast dtype %d rank %d", t, rank);
+    /* all-to-all: block k of rank r goes to rank k's block r */
+    for (int k = 0; k < world; ++k)
+      for (size_t i = 0; i < n; ++i) store(in, k * n + i, t, input(seed, call + 3, rank, k * n + i, t, ncclSum));
+    poison(out, n * world * es);
+    NCCLOK(ncclAlltoAll(in, out, n, t, comm, st));
+    xsync(st);
+    for (int r = 0; r < world; ++r)
+      for (size_t i = 0; i < n; ++i)
+        CHECK(load(out, r * n + i, t) == input(seed, call + 3, r, rank * n + i, t, ncclSum), "alltoall dtype %d", t);
+    /* gather to root */
+    for (size_t i = 0; i < n; ++i) store(in, i, t, input(seed, call + 4, rank, i, t, ncclSum));
+    poison(out, n * world * es);
+    NCCLOK(ncclGather(in, out, n, t, root, comm, st));
+    xsync(st);
+    if (rank == root)
+      for (int r = 0; r < world; ++r)
+        for (size_t i = 0; i < n; ++i)
+          CHECK(load(out, r * n + i, t) == input(seed, call + 4, r, i, t, ncclSum), "gather dtype %d", t);
+    /* scatter from root */
+    for (size_t i = 0; i < n * world; ++i) store(in, i, t, input(seed, call + 5, rank, i, t, ncclSum));
+    poison(out, n * es);
+    NCCLOK(ncclScatter(in, out, n, t, root, comm, st));
+    xsync(st);
+    for (size_t i = 0; i < n; ++i)
+      CHECK(load(out, i, t) == input(seed, call + 5, root, rank * n + i, t, ncclSum), "scatter dtype %d", t);
+    xfree(in);
+    xfree(out);
+  }
+  xstream_free(st);
+}
+
+/* A ring in one group (send right, receive from the left), then a pairwise exchange with a
+ * different count per pair (torch's uneven all_to_all), each as one batch. */
+static void p2p(ncclComm_t comm, uint64_t seed) {
+  cudaStream_t st = xstream();
+  int rank, world;
+  NCCLOK(ncclCommUserRank(comm, &rank));
+  NCCLOK(ncclCommCount(comm, &world));
+  const size_t n = 1 + mix(seed ^ 77) % 999;
+  float* s = xalloc(n * 4);
+  float* r = xalloc(n * 4);
+  for (size_t i = 0; i < n; ++i) s[i] = (float)input(seed, 900, rank, i, ncclFloat32, ncclSum);
+  poison(r, n * 4);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclSend(s, n, ncclFloat32, (rank + 1) % world, comm, st));
+  NCCLOK(ncclRecv(r, n, ncclFloat32, (rank + world - 1) % world, comm, st));
+  NCCLOK(ncclGroupEnd());
+  xsync(st);
+  for (size_t i = 0; i < n; ++i)
+    CHECK(r[i] == (float)input(seed, 900, (rank + world - 1) % world, i, ncclFloat32, ncclSum), "ring rank %d", rank);
+  xfree(s);
+  xfree(r);
+  int64_t* bufs[2 * 16];
+  NCCLOK(ncclGroupStart());
+  for (int k = 0; k < world; ++k) {
+    const size_t ns = 1 + (rank * 7 + k * 3) % 11, nr = 1 + (k * 7 + rank * 3) % 11;
+    bufs[2 * k] = xalloc(ns * 8);
+    bufs[2 * k + 1] = xalloc(nr * 8);
+    for (size_t i = 0; i < ns; ++i) bufs[2 * k][i] = (int64_t)(rank * 1000 + k * 100 + i);
+    poison(bufs[2 * k + 1], nr * 8);
+    NCCLOK(ncclSend(bufs[2 * k], ns, ncclInt64, k, comm, st));
+    NCCLOK(ncclRecv(bufs[2 * k + 1], nr, ncclInt64, k, comm, st));
+  }
+  NCCLOK(ncclGroupEnd());
+  xsync(st);
+  for (int k = 0; k < world; ++k) {
+    const size_t nr = 1 + (k * 7 + rank * 3) % 11;
+    for (size_t i = 0; i < nr; ++i)
+      CHECK(bufs[2 * k + 1][i] == (int64_t)(k * 1000 + rank * 100 + i), "pairwise rank %d from %d", rank, k);
+    xfree(bufs[2 * k]);
+    xfree(bufs[2 * k + 1]);
+  }
+  xstream_free(st);
+}
+
+static void wait_ready(ncclComm_t comm);
+
+/* Split by parity, keys reversed, the last rank NOCOLOR; then an all-reduce inside each part. */
+static void split(ncclComm_t comm) {
+  cudaStream_t st = xstream();
+  int rank, world;
+  NCCLOK(ncclCommUserRank(comm, &rank));
+  NCCLOK(ncclCommCount(comm, &world));
+  const int color = rank == world - 1 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+  ncclComm_t sub = (ncclComm_t)0x1;
+  /* A NULL config inherits the parent's: a nonblocking parent makes a nonblocking child. */
+  const ncclResult_t r = ncclCommSplit(comm, color, world - rank, &sub, NULL);
+  CHECK(r == ncclSuccess || r == ncclInProgress, "split rank %d: %d (%s)", rank, (int)r, ncclGetLastError(comm));
+  if (sub && color != NCCL_SPLIT_NOCOLOR) wait_ready(sub);
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    CHECK(sub == NULL, "NOCOLOR rank %d got a communicator", rank);
+    return;
+  }
+  int members = 0, expect_rank = 0;
+  for (int r = 0; r < world - 1; ++r)
+    if (r % 2 == color) {
+      ++members;
+      if (r > rank) ++expect_rank; /* keys reversed: higher parent ranks come first */
+    }
+  int n = -1, me = -1;
+  NCCLOK(ncclCommCount(sub, &n));
+  NCCLOK(ncclCommUserRank(sub, &me));
+  CHECK(n == members && me == expect_rank, "split rank %d: got %d of %d, want %d of %d", rank, me, n, expect_rank,
+        members);
+  int64_t* v = xalloc(16);
+  int64_t want = 0;
+  v[0] = rank;
+  v[1] = -1;
+  for (int r = 0; r < world - 1; ++r)
+    if (r % 2 == color) want += r;
+  NCCLOK(ncclAllReduce(v, v + 1, 1, ncclInt64, ncclSum, sub, st));
+  xsync(st);
+  CHECK(v[1] == want, "split all-reduce rank %d: %lld, want %lld", rank, (long long)v[1], (long long)want);
+  NCCLOK(ncclCommFinalize(sub));
+  NCCLOK(ncclCommDestroy(sub));
+  xfree(v);
+  xstream_free(st);
+}
+
+static void wait_ready(ncclComm_t comm) {
+  ncclResult_t s = ncclInProgress;
+  const double t0 = now_s();
+  while (s == ncclInProgress && now_s() - t0 < 30) {
+    NCCLOK(ncclCommGetAsyncError(comm, &s));
+    if (s == ncclInProgress) usleep(1000);
+  }
+  CHECK(s == ncclSuccess, "nonblocking init ended in %d: %s", (int)s, ncclGetLastError(comm));
+}
+
+/* ---- modes --------------------------------------------------------------------------------- */
+static void hex_id(const ncclUniqueId* id, char* out) {
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i) sprintf(out + 2 * i, "%02x", (unsigned char)id->internal[i]);
+}
+static void unhex_id(const char* s, ncclUniqueId* id) {
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i) {
+    unsigned v;
+    sscanf(s + 2 * i, "%2x", &v);
+    id->internal[i] = (char)v;
+  }
+}
+
+static int worker(const char* mode, int rank, int world, const char* idhex) {
+  ncclUniqueId id;
+  unhex_id(idhex, &id);
+  const uint64_t seed = seed_of(&id);
+  ncclComm_t comm;
+  if (strcmp(mode, "procs") == 0) {
+    /* nonblocking init: ncclInProgress, then ncclCommGetAsyncError until ready */
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, world, id, rank, &cfg);
+    CHECK(r == ncclInProgress || r == ncclSuccess, "nonblocking init returned %d", (int)r);
+    /* Rank 0 calls at once: a call on a comm whose init still runs waits for it. */
+    if (rank != 0) wait_ready(comm);
+    matrix(comm, seed);
+    p2p(comm, seed);
+    split(comm);
+    NCCLOK(ncclCommFinalize(comm));
+    NCCLOK(ncclCommDestroy(comm));
+    return g_fail ? 1 : 0;
+  }
+  if (strcmp(mode, "kill") == 0) {
+    NCCLOK(ncclCommInitRank(&comm, world, id, rank));
+    if (rank == 1) raise(SIGKILL);
+    const double t0 = now_s();
+    float* xy = xalloc(8);
+    xy[0] = 1;
+    cudaStream_t st = xstream();
+    ncclResult_t r = ncclAllReduce(xy, xy + 1, 1, ncclFloat32, ncclSum, comm, st);
+    if (r == ncclSuccess) (void)xwait(st); /* on a GPU the kernel ends when the group aborts */
+    CHECK(r == ncclRemoteError || (g_gpu && r == ncclSuccess), "all-reduce with a killed peer returned %d", (int)r);
+    const ncclResult_t s = wait_async_error(comm, 20);
+    const char* text = ncclGetLastError(comm);
+    CHECK(s == ncclRemoteError, "ncclCommGetAsyncError gave %d", (int)s);
+    CHECK(strstr(text, "rank 1") != NULL, "the error does not name rank 1: %s", text);
+    fprintf(stderr, "kill: rank 0 saw it after %.2f s: %s\n", now_s() - t0, text);
+    NCCLOK(ncclCommAbort(comm));
+    return g_fail ? 1 : 0;
+  }
+  fprintf(stderr, "unknown worker mode %s\n", mode);
+  return 2;
+}
+
+/* Starts `world` workers of `mode` (this binary), waits for them within `limit_s`. */
+static int launch(const char* self, const char* mode, int world, double limit_s, int expect_killed) {
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  char idhex[2 * NCCL_UNIQUE_ID_BYTES + 1];
+  hex_id(&id, idhex);
+  pid_t pids[16];
+  for (int r = 0; r < world; ++r) {
+    char rs[16], ws[16];
+    snprintf(rs, sizeof rs, "%d", r);
+    snprintf(ws, sizeof ws, "%d", world);
+    char* argv[] = {(char*)self, "worker", (char*)mode, rs, ws, idhex, NULL};
+    if (posix_spawn(&pids[r], self, NULL, NULL, argv, environ) != 0) {
+      perror("posix_spawn");
+      return 1;
+    }
+  }
+  int failed = 0, left = world;
+  const double t0 = now_s();
+  while (left > 0) {
+    for (int r = 0; r < world; ++r) {
+      if (pids[r] <= 0) continue;
+      int st;
+      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        const int killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+        const int ok = (expect_killed == r) ? killed : (WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (!ok) {
+          fprintf(stderr, "FAIL %s: rank %d ended with status 0x%x\n", mode, r, st);
+          failed = 1;
+        }
+        pids[r] = 0;
+        --left;
+      }
+    }
+    if (now_s() - t0 > limit_s) {
+      fprintf(stderr, "FAIL %s: workers still running after %.0f s; killing them\n", mode, limit_s);
+      for (int r = 0; r < world; ++r)
+        if (pids[r] > 0) kill(pids[r], SIGKILL), waitpid(pids[r], NULL, 0);
+      return 1;
+    }
+    usleep(5000);
+  }
+  return failed;
+}
+
+/* Several ranks in this process. */
+struct rank_arg {
+  ncclComm_t comm;
+  uint64_t seed;
+};
+static void* rank_thread(void* p) {
+  struct rank_arg* a = p;
+  matrix(a->comm, a->seed);
+  p2p(a->comm, a->seed);
+  return NULL;
+}
+static void run_threads(ncclComm_t* comms, int world, uint64_t seed) {
+  pthread_t th[16];
+  struct rank_arg args[16];
+  for (int r = 0; r < world; ++r) {
+    args[r].comm = comms[r];
+    args[r].seed = seed;
+    pthread_create(&th[r], NULL, rank_thread, &args[r]);
+  }
+  for (int r = 0; r < world; ++r) pthread_join(th[r], NULL);
+}
+
+static int mode_threads(int world) {
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  const uint64_t seed = seed_of(&id);
+  ncclComm_t comms[16];
+  /* nccl-tests' init: one thread, one group, one InitRankConfig per rank. */
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    NCCLOK(ncclCommInitRankConfig(&comms[r], world, id, r, &cfg));
+  }
+  NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) {
+    int dev = 0;
+    NCCLOK(ncclCommCuDevice(comms[r], &dev));
+    CHECK(g_gpu ? dev >= 0 : dev == -1, "ncclCommCuDevice gave %d", dev);
+  }
+  run_threads(comms, world, seed);
+  /* One thread drives every rank: grouped all-reduces (two per rank) and a grouped ring. */
+  double(*in)[64] = xalloc(sizeof(double[16][64]));
+  double(*out)[2][64] = xalloc(sizeof(double[16][2][64]));
+  cudaStream_t sts[16];
+  for (int r = 0; r < world; ++r) sts[r] = xstream();
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    for (int i = 0; i < 64; ++i) in[r][i] = r * 64 + i;
+    poison(out[r], sizeof out[r]);
+    NCCLOK(ncclAllReduce(in[r], out[r][0], 64, ncclFloat64, ncclSum, comms[r], sts[r]));
+    NCCLOK(ncclAllReduce(in[r], out[r][1], 64, ncclFloat64, ncclMax, comms[r], sts[r]));
+  }
+  NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) xsync(sts[r]);
+  for (int r = 0; r < world; ++r)
+    for (int i = 0; i < 64; ++i) {
+      double sum = 0;
+      for (int k = 0; k < world; ++k) sum += k * 64 + i;
+      CHECK(out[r][0][i] == sum && out[r][1][i] == (world - 1) * 64 + i, "grouped all-reduce rank %d [%d]", r, i);
+    }
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    NCCLOK(ncclSend(in[r], 64, ncclFloat64, (r + 1) % world, comms[r], sts[r]));
+    NCCLOK(ncclRecv(out[r][0], 64, ncclFloat64, (r + world - 1) % world, comms[r], sts[r]));
+  }
+  NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) xsync(sts[r]);
+  for (int r = 0; r < world; ++r)
+    for (int i = 0; i < 64; ++i) CHECK(out[r][0][i] == in[(r + world - 1) % world][i], "grouped ring rank %d", r);
+  /* Split from one thread inside a group, NOCOLOR for rank 0. */
+  ncclComm_t subs[16];
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommSplit(comms[r], r == 0 ? NCCL_SPLIT_NOCOLOR : 5, r, &subs[r], NULL));
+  NCCLOK(ncclGroupEnd());
+  CHECK(subs[0] == NULL, "grouped split: NOCOLOR got a communicator");
+  for (int r = 1; r < world; ++r) {
+    int n = 0, me = -1;
+    NCCLOK(ncclCommCount(subs[r], &n));
+    NCCLOK(ncclCommUserRank(subs[r], &me));
+    CHECK(n == world - 1 && me == r - 1, "grouped split rank %d: %d of %d", r, me, n);
+  }
+  for (int r = 1; r < world; ++r) NCCLOK(ncclCommDestroy(subs[r]));
+  for (int r = 0; r < world; ++r) xstream_free(sts[r]);
+  xfree(in);
+  xfree(out);
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommFinalize(comms[r]));
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
+
+  /* Nonblocking init inside a group: ncclGroupEnd says ncclInProgress. */
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t rr = ncclCommInitRankConfig(&comms[r], world, id, r, &cfg);
+    CHECK(rr == ncclSuccess || rr == ncclInProgress, "grouped nonblocking init: %d", (int)rr);
+  }
+  ncclResult_t ge = ncclGroupEnd();
+  CHECK(ge == ncclInProgress || ge == ncclSuccess, "grouped nonblocking init: ncclGroupEnd gave %d", (int)ge);
+  for (int r = 0; r < world; ++r) wait_ready(comms[r]);
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
+
+  /* ncclCommInitRankScalable with two ids (the first serves; the second's root is stopped). */
+  ncclUniqueId ids[2];
+  NCCLOK(ncclGetUniqueId(&ids[0]));
+  NCCLOK(ncclGetUniqueId(&ids[1]));
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommInitRankScalable(&comms[r], world, r, 2, ids, NULL));
+  NCCLOK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) {
+    int n = 0;
+    NCCLOK(ncclCommCount(comms[r], &n));
+    CHECK(n == world, "scalable init: %d ranks", n);
+    NCCLOK(ncclCommDestroy(comms[r]));
+  }
+
+  /* ncclCommInitAll. */
+  /* On a GPU every rank takes the current device (ranks share it: ACTORCC_CUDA_SHARE_GPU=1). */
+  int devs[16] = {0};
+  NCCLOK(ncclCommInitAll(comms, world, g_gpu ? devs : NULL));
+  run_threads(comms, world, seed ^ 0x5555);
+  for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
+  return g_fail ? 1 : 0;
+}
+
+struct abort_arg {
+  ncclComm_t comm;
+  ncclResult_t result;
+  double took;
+};
+static void* blocked_call(void* p) {
+  struct abort_arg* a = p;
+  float* x = xalloc(32);
+  for (int i = 0; i < 4; ++i) x[i] = (float)i;
+  cudaStream_t st = xstream();
+  const double t0 = now_s();
+  a->result = ncclAllReduce(x, x + 4, 4, ncclFloat32, ncclSum, a->comm, st);
+  /* On a GPU the call returns once enqueued; its kernel is what waits (until the abort). */
+  if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
+  a->took = now_s() - t0;
+  return NULL;
+}
+static int mode_abort(void) {
+  ncclComm_t comms[2];
+  init_pair(comms);
+  /* Rank 0 waits in an all-reduce that rank 1 never joins; another thread aborts rank 0. */
+  struct abort_arg a = {comms[0], ncclSuccess, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_call, &a);
+  usleep(300 * 1000);
+  const double t0 = now_s();
+  NCCLOK(ncclCommAbort(comms[0]));
+  const double abort_took = now_s() - t0;
+  pthread_join(th, NULL);
+  CHECK(g_gpu || a.result != ncclSuccess, "the all-reduce that was aborted returned success");
+  CHECK(a.took < 5, "the aborted all-reduce took %.2f s (the abort did not end it; the timeout is 60 s)", a.took);
+  CHECK(abort_took < 5, "ncclCommAbort took %.2f s", abort_took);
+  /* Rank 1 hears of it: its error state names rank 0. */
+  const ncclResult_t s = wait_async_error(comms[1], 10);
+  CHECK(s == ncclRemoteError, "rank 1's async error after rank 0's abort: %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comms[1]), "rank 0") != NULL, "rank 1's error does not name rank 0: %s",
+        ncclGetLastError(comms[1]));
+  NCCLOK(ncclCommDestroy(comms[1]));
+  fprintf(stderr, "abort: the waiting call returned %d after %.2f s\n", (int)a.result, a.took);
+  return g_fail ? 1 : 0;
+}
+
+/* Ranks that disagree on a call (count, then dtype): both calls fail, both comms' async errors
+ * say so, in bounded time. */
+struct mismatch_arg {
+  ncclComm_t comm;
+  int rank;
+  int what;
+  ncclResult_t result, async;
+};
+static void* mismatched_call(void* p) {
+  struct mismatch_arg* a = p;
+  cudaStream_t st = xstream();
+  float* x = xalloc(64 * 4);
+  for (int i = 0; i < 64; ++i) x[i] = 1;
+  const size_t n = a->what == 0 ? 10 + a->rank : 10;
+  const ncclDataType_t t = a->what == 1 && a->rank == 1 ? ncclInt32 : ncclFloat32;
+  a->result = ncclAllReduce(x, x + 32, n, t, ncclSum, a->comm, st);
+  if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
+  a->async = wait_async_error(a->comm, 10);
+  xstream_free(st);
+  return NULL;
+}
+static int mode_mismatch(void) {
+  for (int what = 0; what < 2; ++what) {
+    ncclComm_t comms[2];
+    init_pair(comms);
+    struct mismatch_arg a[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; ++r) {
+      a[r] = (struct mismatch_arg){comms[r], r, what, ncclSuccess, ncclSuccess};
+      pthread_create(&th[r], NULL, mismatched_call, &a[r]);
+    }
+    for (int r = 0; r < 2; ++r) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(g_gpu || a[r].result != ncclSuccess, "%s mismatch: rank %d's call succeeded", what ? "dtype" : "count", r);
+      CHECK(a[r].async != ncclSuccess, "%s mismatch: rank %d's async error stayed success", what ? "dtype" : "count", r);
+      fprintf(stderr, "mismatch %s rank %d: %d/%d: %s\n", what ? "dtype" : "count", r, (int)a[r].result,
+              (int)a[r].async, ncclGetLastError(comms[r]));
+      NCCLOK(ncclCommAbort(comms[r]));
+    }
+  }
+  return g_fail ? 1 : 0;
+}
+
+/* A rank that stops calling: the other's call fails at the timeout (2 s here) naming it. */
+static int mode_stall(void) {
+  setenv("ACTORCC_TIMEOUT_S", "2", 1);
+  ncclComm_t comms[2];
+  init_pair(comms);
+  struct abort_arg a = {comms[0], ncclSuccess, 0};
+  blocked_call(&a);
+  const ncclResult_t s = wait_async_error(comms[0], 10);
+  CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
+  CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
+  CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comms[0]), "rank 1") || strstr(ncclGetLastError(comms[0]), "rank(s) 1"),
+        "the stall error does not name rank 1: %s",
+        ncclGetLastError(comms[0]));
+  fprintf(stderr, "stall: %.2f s: %s\n", a.took, ncclGetLastError(comms[0]));
+  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommAbort(comms[r]));
+  return g_fail ? 1 : 0;
+}
+
+/* A config of `size` bytes (NCCL's layouts 48-96) from a caller built with `version`. */
+static ncclResult_t init_with_config(ncclComm_t* comm, size_t size, unsigned version, unsigned magic, int blocking) {
+  unsigned char buf[128];
+  memset(buf, 0xEE, sizeof buf); /* bytes past the caller's struct are garbage */
+  ncclConfig_t base = NCCL_CONFIG_INITIALIZER;
+  memcpy(buf, &base, size < sizeof base ? size : sizeof base);
+  ncclConfig_t* cfg = (ncclConfig_t*)buf;
+  cfg->size = size;
+  cfg->magic = magic;
+  cfg->version = version;
+  cfg->blocking = blocking;
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  return ncclCommInitRankConfig(comm, 1, id, 0, cfg);
+}
+
+static int mode_api(void) {
+  /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
+  CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
+  int v = 0;
+  NCCLOK(ncclGetVersion(&v));
+  CHECK(v == 22809, "ncclGetVersion: %d", v);
+  for (int a = 0; a < ncclNumResults; ++a) {
+    CHECK(ncclGetErrorString((ncclResult_t)a) && *ncclGetErrorString((ncclResult_t)a), "error string %d", a);
+    for (int b = 0; b < a; ++b)
+      CHECK(strcmp(ncclGetErrorString((ncclResult_t)a), ncclGetErrorString((ncclResult_t)b)) != 0, "strings %d %d", a, b);
+  }
+  int n;
+  CHECK(ncclCommCount(NULL, &n) == ncclInvalidArgument, "ncclCommCount(NULL)");
+  CHECK(strstr(ncclGetLastError(NULL), "NULL") != NULL, "last error: %s", ncclGetLastError(NULL));
+  CHECK(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without a group");
+
+  /* Every layout: sizes and the release that has them; blocking = 0 is honoured. */
+  const size_t sizes[] = {48, 72, 80, 88, 96};
+  const unsigned versions[] = {22600, 22700, 22809, 22900, 23000};
+  for (int i = 0; i < 5; ++i) {
+    ncclComm_t comm = NULL;
+    ncclResult_t r = init_with_config(&comm, sizes[i], versions[i], 0xcafebeef, 0);
+    CHECK(r == ncclInProgress, "config size %zu: nonblocking init returned %d (%s)", sizes[i], (int)r,
+          ncclGetLastError(NULL));
+    if (!comm) continue;
+    wait_ready(comm);
+    float x = 3, y = 0;
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+    CHECK(y == 3, "config size %zu: all-reduce gave %g", sizes[i], y);
+    NCCLOK(ncclCommDestroy(comm));
+    /* blocking = 1 (and unset) completes inside the call. */
+    r = init_with_config(&comm, sizes[i], versions[i], 0xcafebeef, 1);
+    CHECK(r == ncclSuccess, "config size %zu blocking: %d", sizes[i], (int)r);
+    if (r == ncclSuccess) NCCLOK(ncclCommDestroy(comm));
+  }
+  ncclComm_t comm = NULL;
+  CHECK(init_with_config(&comm, 80, 22809, 0xdeadbeef, 1) == ncclInvalidArgument, "wrong magic accepted");
+  CHECK(strstr(ncclGetLastError(NULL), "magic") != NULL, "wrong magic text: %s", ncclGetLastError(NULL));
+  CHECK(init_with_config(&comm, 80, 22809, 0xcafebeef, 7) == ncclInvalidArgument, "blocking = 7 accepted");
+  /* A field newer than the caller's version is unset: blocking from a 2.13 caller is ignored. */
+  CHECK(init_with_config(&comm, 80, 21300, 0xcafebeef, 7) == ncclSuccess, "a 2.13 config's blocking was read");
+  if (comm) NCCLOK(ncclCommDestroy(comm));
+
+  /* Errors name the rank; refusals say why; the comm stays usable after a local refusal. */
+  ncclUniqueId id;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclCommInitRank(&comm, 1, id, 0));
+  float x = 1, y = 0;
+  CHECK(ncclAllReduce(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, NULL) == ncclInvalidArgument, "dtype 99");
+  CHECK(strstr(ncclGetLastError(comm), "rank 0") != NULL, "no rank in: %s", ncclGetLastError(comm));
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, (ncclRedOp_t)77, comm, NULL) == ncclInvalidArgument, "op 77");
+  ncclComm_t nc = (ncclComm_t)0x1;
+  CHECK(ncclCommShrink(comm, NULL, 0, &nc, NULL, 0) == ncclInvalidUsage && nc == NULL, "shrink");
+  CHECK(strstr(ncclGetLastError(comm), "rank 0") && strstr(ncclGetLastError(comm), "elastic"), "shrink text: %s",
+        ncclGetLastError(comm));
+  CHECK(ncclCommRevoke(comm, 0) == ncclInvalidUsage, "revoke");
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  NCCLOK(ncclGroupStart());
+  CHECK(ncclGroupSimulateEnd(&si) == ncclInvalidUsage, "simulate");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage, "simulate left the group open");
+  NCCLOK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(y == 1, "world-1 all-reduce: %g", y);
+  /* PreMulSum: served by the adapters or refused with a text, never a silent success. */
+  ncclRedOp_t pm;
+  float scale = 0.5f;
+  ncclResult_t pr = ncclRedOpCreatePreMulSum(&pm, &scale, ncclFloat32, ncclScalarHostImmediate, comm);
+  if (pr == ncclSuccess) {
+    NCCLOK(ncclAllReduce(&x, &y, 1, ncclFloat32, pm, comm, NULL));
+    CHECK(y == 0.5f, "PreMulSum 0.5 x 1 gave %g", y);
+    NCCLOK(ncclRedOpDestroy(pm, comm));
+  } else {
+    CHECK(strstr(ncclGetLastError(comm), "rank 0") != NULL, "PreMulSum refusal text: %s", ncclGetLastError(comm));
+  }
+  /* Memory and registrations. */
+  void* p = NULL;
+  NCCLOK(ncclMemAlloc(&p, 4096));
+  CHECK(p != NULL, "ncclMemAlloc");
+  void* h = NULL;
+  NCCLOK(ncclCommRegister(comm, p, 4096, &h));
+  ncclWindow_t w = NULL;
+  NCCLOK(ncclCommWindowRegister(comm, p, 4096, &w, NCCL_WIN_DEFAULT));
+  NCCLOK(ncclAllReduce(p, p, 1024, ncclFloat32, ncclSum, comm, NULL));
+  NCCLOK(ncclCommWindowDeregister(comm, w));
+  NCCLOK(ncclCommDeregister(comm, h));
+  CHECK(ncclCommDeregister(comm, &x) == ncclInvalidArgument, "a bogus handle was deregistered");
+  NCCLOK(ncclMemFree(p));
+  NCCLOK(ncclCommFinalize(comm));
+  NCCLOK(ncclCommDestroy(comm));
+
+  /* A rank that never arrives: the init fails in bounded time, naming it (nonblocking: through
+   * ncclCommGetAsyncError and the comm's last error). */
+  setenv("ACTORCC_JOIN_TIMEOUT_S", "1", 1);
+  NCCLOK(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  CHECK(ncclCommInitRankConfig(&comm, 2, id, 0, &cfg) == ncclInProgress, "nonblocking init of a 2-rank group");
+  ncclResult_t s = ncclInProgress;
+  const double t0 = now_s();
+  while (s == ncclInProgress && now_s() - t0 < 10) {
+    NCCLOK(ncclCommGetAsyncError(comm, &s));
+    usleep(1000);
+  }
+  CHECK(s == ncclRemoteError, "a missing rank's init ended in %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comm), "rank 1") != NULL, "the init error does not name rank 1: %s",
+        ncclGetLastError(comm));
+  NCCLOK(ncclCommDestroy(comm));
+  return g_fail ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill\n", argv[0]);
+    return 2;
+  }
+  const char* m = argv[1];
+#ifdef NCCL_ABI_TEST_CUDA
+  g_gpu = getenv("NCCL_ABI_TEST_GPU") && strcmp(getenv("NCCL_ABI_TEST_GPU"), "1") == 0;
+  int ngpu = 0;
+  if (g_gpu && (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1)) {
+    fprintf(stderr, "FAIL: NCCL_ABI_TEST_GPU=1 but no CUDA device is usable\n");
+    return 1;
+  }
+#endif
+  if (strcmp(m, "api") == 0) {
+    /* The API checks use host scalars and the CPU-only mode's answers (device -1, host memory). */
+    g_gpu = 0;
+    setenv("ACTORCC_BACKEND", "cpu", 1);
+  }
+  if (strcmp(m, "worker") == 0 && argc == 6) return worker(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
+  int rc;
+  if (strcmp(m, "api") == 0) rc = mode_api();
+  else if (strcmp(m, "procs") == 0 && argc == 3) rc = launch("/proc/self/exe", "procs", atoi(argv[2]), 60, -1);
+  else if (strcmp(m, "threads") == 0 && argc == 3) rc = mode_threads(atoi(argv[2]));
+  else if (strcmp(m, "abort") == 0) rc = mode_abort();
+  else if (strcmp(m, "mismatch") == 0) rc = mode_mismatch();
+  else if (strcmp(m, "stall") == 0) rc = mode_stall();
+  else if (strcmp(m, "kill") == 0) rc = launch("/proc/self/exe", "kill", 2, 40, 1);
+  else {
+    fprintf(stderr, "unknown mode %s\n", m);
+    return 2;
+  }
+  if (rc == 0) printf("PASS %s\n", m);
+  return rc;
+}

@@ -184,10 +184,13 @@ inline uint64_t expected(int t, int op, const std::vector<uint64_t>& x, const st
       for (int k = 0; k < world; ++k) acc += (x[k] * s[k]) & m;
       return acc & m;
     }
-    double acc = 0;  // fp8: exact products and sum; others: each product rounded to the type once
+    // fp8: exact products and sum; others: each product rounded to the type once. The sum starts
+    // from rank 0's term, not from +0, so that -0 + -0 stays -0.
+    double acc = 0;
     for (int k = 0; k < world; ++k) {
       const double p = as_double(t, x[k]) * as_double(t, s[k]);
-      acc += fp8 ? p : as_double(t, from_double(t, p));
+      const double term = fp8 ? p : as_double(t, from_double(t, p));
+      acc = k ? acc + term : term;
     }
     return from_double(t, acc);
   }

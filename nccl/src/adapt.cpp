@@ -1,5 +1,6 @@
 // Which NCCL reductions need adapting, and how: a plan of (pass before, native collective,
 // pass after) per dtype and op, then its run on the call's buffers (docs/nccl-types.md).
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -124,7 +125,7 @@ class Runner {
 
   void run() {
     const ReduceCall& k = call_;
-    if (k.count == 0) return core(k.send, k.recv);  // nothing to convert; the ranks still meet
+    if (k.count == 0) return core(k.send, k.recv, 0);  // nothing to convert; the ranks still meet
     const int world = c_.world_size(), rank = c_.rank();
     const bool root = k.kind == ReduceKind::Reduce && rank == k.root;
     const bool gets_output = k.kind != ReduceKind::Reduce || root;
@@ -134,38 +135,54 @@ class Runner {
     if (!k.send) refuse(c_, "the send buffer is null");
     if (gets_output && !k.recv) refuse(c_, "the recv buffer is null");
     if (!p_.has_pre) {  // unsigned avg: the sum lands in recv (same width), divided there
-      core(k.send, k.recv);
+      core(k.send, k.recv, k.count);
       if (gets_output) pass(p_.post, k.recv, k.recv, k.count);
       return;
     }
-    const size_t es = static_cast<size_t>(nccl_type_size(k.dtype)), ws = dtype_size(p_.dtype);
-    const size_t n_in = k.kind == ReduceKind::ReduceScatter ? k.count * static_cast<size_t>(world) : k.count;
     if (k.count > std::numeric_limits<size_t>::max() / static_cast<size_t>(world) / 8)
       refuse(c_, "count " + std::to_string(k.count) + " is too large");
-    // The converted input goes into recv where it has the input's size and width, else scratch.
-    const bool same_width = ws == es;
-    uint8_t* buf = (same_width && (k.kind == ReduceKind::AllReduce || root)) ? static_cast<uint8_t*>(k.recv)
-                                                                             : scratch(n_in * ws);
-    pass(p_.pre, k.send, buf, n_in);
-    uint8_t* out = buf;  // where the core's result lands on a rank that gets one
-    switch (k.kind) {
-      case ReduceKind::AllReduce: core(buf, buf); break;
-      case ReduceKind::ReduceScatter:
-        out = same_width ? static_cast<uint8_t*>(k.recv) : buf + static_cast<size_t>(rank) * k.count * ws;
-        core(buf, out);  // into recv, or in place in scratch (the rank's block)
-        break;
-      case ReduceKind::Reduce: core(buf, buf); break;  // in place: a non-root's recv is not touched
-    }
-    if (p_.has_post && gets_output) pass(p_.post, out, k.recv, k.count);
+    // Calls whose converted input would pass st.max_scratch run as several collectives of
+    // whole elements. The split depends only on what every rank shares (count, world, types), not
+    // on whether this rank's part goes through scratch, so every rank issues the same calls.
+    const size_t per_elem = dtype_size(p_.dtype) * (k.kind == ReduceKind::ReduceScatter ? world : 1);
+    size_t chunk = k.count;
+    if (k.count * per_elem > st_.max_scratch) chunk = std::max<size_t>(1, st_.max_scratch / per_elem);
+    for (size_t off = 0; off < k.count; off += chunk) part(off, std::min(chunk, k.count - off), root, gets_output);
   }
 
  private:
-  void core(const void* s, void* r) {
+  // Elements [off, off + n) of the output (of every rank's block, for reduce-scatter).
+  void part(size_t off, size_t n, bool root, bool gets_output) {
+    const ReduceCall& k = call_;
+    const int world = c_.world_size(), rank = c_.rank();
+    const size_t es = static_cast<size_t>(nccl_type_size(k.dtype)), ws = dtype_size(p_.dtype);
+    const bool rs = k.kind == ReduceKind::ReduceScatter;
+    const uint8_t* send = static_cast<const uint8_t*>(k.send);
+    uint8_t* recv = static_cast<uint8_t*>(k.recv) + (gets_output ? off * es : 0);
+    // The converted input goes into recv where it has the input's size and width, else scratch.
+    const bool same_width = ws == es;
+    uint8_t* buf = (same_width && (k.kind == ReduceKind::AllReduce || root)) ? recv
+                                                                             : scratch((rs ? n * world : n) * ws);
+    if (!rs) pass(p_.pre, send + off * es, buf, n);
+    else if (n == k.count) pass(p_.pre, send, buf, n * world);  // the blocks are contiguous
+    else
+      for (int r = 0; r < world; ++r) pass(p_.pre, send + (r * k.count + off) * es, buf + r * n * ws, n);
+    uint8_t* out = buf;  // where the core's result lands on a rank that gets one
+    if (rs) {
+      out = same_width ? recv : buf + static_cast<size_t>(rank) * n * ws;
+      core(buf, out, n);  // into recv, or in place in scratch (the rank's block)
+    } else {
+      core(buf, buf, n);  // in place (a non-root's recv is not touched)
+    }
+    if (p_.has_post && gets_output) pass(p_.post, out, recv, n);
+  }
+
+  void core(const void* s, void* r, size_t n) {
     const ReduceCall& k = call_;
     switch (k.kind) {
-      case ReduceKind::AllReduce: c_.all_reduce(s, r, k.count, p_.dtype, p_.op, k.stream); break;
-      case ReduceKind::ReduceScatter: c_.reduce_scatter(s, r, k.count, p_.dtype, p_.op, k.stream); break;
-      case ReduceKind::Reduce: c_.reduce(s, r, k.count, p_.dtype, p_.op, k.root, k.stream); break;
+      case ReduceKind::AllReduce: c_.all_reduce(s, r, n, p_.dtype, p_.op, k.stream); break;
+      case ReduceKind::ReduceScatter: c_.reduce_scatter(s, r, n, p_.dtype, p_.op, k.stream); break;
+      case ReduceKind::Reduce: c_.reduce(s, r, n, p_.dtype, p_.op, k.root, k.stream); break;
     }
   }
 

@@ -52,6 +52,9 @@ struct AdaptState {
   std::mutex mu;  // ops and scratch: create/destroy may come from other threads than the calls
   std::unordered_map<int, PremulOp> ops;
   Scratch scratch;
+  // The most scratch one call uses: a call whose converted input is larger runs as several
+  // collectives (docs/nccl-types.md). Tests lower it to reach that path with small counts.
+  size_t max_scratch = size_t{64} << 20;
 };
 
 // One element-wise pass, on the host (CPU backend) or on the call's stream (CUDA backend).

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "adapt_state.hpp"
 #include "nccl/adapt_matrix.hpp"
 
 extern char** environ;
@@ -173,6 +174,12 @@ int worker(int rank, int world, const std::string& id_text, uint64_t seed) {
     fails = tt::run_matrix(c, *st, device_mem(s), seed, false);
     std::printf("rank %d: matrix %zu cases, %zu failures, %.1f s\n", rank, tt::all_cases(false).size(), fails.size(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (fails.empty()) {  // again with the calls split into parts of a few elements
+      st->max_scratch = 200;
+      fails = tt::run_matrix(c, *st, device_mem(s), seed + 1, true);
+      st->max_scratch = size_t{64} << 20;
+      std::printf("rank %d: matrix in parts, %zu failures\n", rank, fails.size());
+    }
     if (fails.empty()) {
       const auto g = graph_checks(c, *st, s);
       std::printf("rank %d: graph checks %s\n", rank, g.empty() ? "pass" : "FAIL");

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "adapt_state.hpp"
 #include "nccl/adapt_matrix.hpp"
 
 namespace actorcc::ncclabi::testing {
@@ -72,6 +73,17 @@ TEST(NcclAdapt, MatrixWorld2) {
 TEST(NcclAdapt, MatrixWorld3) {
   const uint64_t seed = fresh_seed();
   expect_none(run_group(3, [&](Communicator& c, AdaptState& st) { return run_matrix(c, st, host_mem(), seed, true); }), seed);
+}
+
+// A scratch bound of a few elements: the calls run as many collectives of a few elements each
+// (per rank block for reduce-scatter), which must give the same results.
+TEST(NcclAdapt, MatrixInParts) {
+  const uint64_t seed = fresh_seed();
+  expect_none(run_group(3, [&](Communicator& c, AdaptState& st) {
+                st.max_scratch = 100;
+                return run_matrix(c, st, host_mem(), seed, true);
+              }),
+              seed);
 }
 
 // Every built-in op on every type the core reduces as it is (unsigned sum and prod included,

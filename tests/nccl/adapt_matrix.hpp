@@ -148,6 +148,14 @@ inline uint64_t scalar_bits(Gen& g, int t) {
       std::memcpy(&u, &d, 8);
       return u;
     }
+    case E5m2: {
+      // Within [1/16, 16]: with different scalars per rank, e5m2 products could otherwise span
+      // more than float64's 53 bits, and their sum would round in the core's order.
+      uint8_t b;
+      do b = static_cast<uint8_t>(g.bits());
+      while (!(std::fabs(fp8_value(E5m2, b)) >= 0.0625 && std::fabs(fp8_value(E5m2, b)) <= 16));
+      return b;
+    }
     default: return g.bits() & (kTypeSize[t] == 8 ? ~0ull : ((1ull << (8 * kTypeSize[t])) - 1));
   }
 }

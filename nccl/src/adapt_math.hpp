@@ -145,6 +145,23 @@ ACTORCC_HD uint64_t load_bits(const void* p, int size) {
   return v;
 }
 
+// x * s on the bits of an IEEE type F (float or double), in F's own precision.
+template <typename F, typename Bits>
+ACTORCC_HD uint64_t mul_bits(uint64_t x, uint64_t s) {
+  const Bits xb = static_cast<Bits>(x), sb = static_cast<Bits>(s);
+  F a, b;
+  memcpy(&a, &xb, sizeof(F));
+  memcpy(&b, &sb, sizeof(F));
+  const F c = a * b;
+  Bits r;
+  memcpy(&r, &c, sizeof(F));
+  return r;
+}
+// x * s on the bits of a small format: the product is exact in double, rounded once.
+ACTORCC_HD uint64_t mul_small(uint64_t x, uint64_t s, SmallFloat f) {
+  return fmt_encode(fmt_decode(static_cast<uint32_t>(x), f) * fmt_decode(static_cast<uint32_t>(s), f), f);
+}
+
 // x * s in the element type `t`: integers wrap (the same bits signed or unsigned); float16 and
 // bfloat16 multiply exactly (in double: 11 x 11 bits) and round once, as __hmul does; float32 and
 // float64 multiply in their own precision.
@@ -153,27 +170,10 @@ ACTORCC_HD uint64_t scale_bits(uint64_t x, uint64_t s, int t) {
     case kInt8: case kUint8: return static_cast<uint8_t>(x * s);
     case kInt32: case kUint32: return static_cast<uint32_t>(x * s);
     case kInt64: case kUint64: return x * s;
-    case kFloat16: return fmt_encode(fmt_decode(static_cast<uint32_t>(x), half_fmt()) * fmt_decode(static_cast<uint32_t>(s), half_fmt()), half_fmt());
-    case kBfloat16: return fmt_encode(fmt_decode(static_cast<uint32_t>(x), bf16_fmt()) * fmt_decode(static_cast<uint32_t>(s), bf16_fmt()), bf16_fmt());
-    case kFloat32: {
-      float a, b;
-      const uint32_t xa = static_cast<uint32_t>(x), sb = static_cast<uint32_t>(s);
-      memcpy(&a, &xa, 4);
-      memcpy(&b, &sb, 4);
-      const float c = a * b;
-      uint32_t r;
-      memcpy(&r, &c, 4);
-      return r;
-    }
-    case kFloat64: {
-      double a, b;
-      memcpy(&a, &x, 8);
-      memcpy(&b, &s, 8);
-      const double c = a * b;
-      uint64_t r;
-      memcpy(&r, &c, 8);
-      return r;
-    }
+    case kFloat16: return mul_small(x, s, half_fmt());
+    case kBfloat16: return mul_small(x, s, bf16_fmt());
+    case kFloat32: return mul_bits<float, uint32_t>(x, s);
+    case kFloat64: return mul_bits<double, uint64_t>(x, s);
     default: return 0;
   }
 }

@@ -227,7 +227,14 @@ class Runner {
 bool run_adapted(Communicator& comm, AdaptState& st, const ReduceCall& call) {
   Plan p;
   if (!make_plan(comm, st, call, p)) return false;
-  Runner(comm, st, call, p).run();
+  try {
+    Runner(comm, st, call, p).run();
+  } catch (const CudaError& e) {
+    // A pass or the scratch allocation failed on this rank: the others may already wait inside
+    // the collective, so the group learns it now rather than at their timeout.
+    if (!comm.aborted()) comm.abort("its NCCL reduction adapter failed: " + e.message());
+    throw;
+  }
   return true;
 }
 

@@ -75,6 +75,11 @@ TEST(NcclAdapt, MatrixWorld3) {
   expect_none(run_group(3, [&](Communicator& c, AdaptState& st) { return run_matrix(c, st, host_mem(), seed, true); }), seed);
 }
 
+TEST(NcclAdapt, MatrixWorld4) {
+  const uint64_t seed = fresh_seed();
+  expect_none(run_group(4, [&](Communicator& c, AdaptState& st) { return run_matrix(c, st, host_mem(), seed, true); }), seed);
+}
+
 // A scratch bound of a few elements: the calls run as many collectives of a few elements each
 // (per rank block for reduce-scatter), which must give the same results.
 TEST(NcclAdapt, MatrixInParts) {

@@ -132,6 +132,8 @@ std::vector<std::string> graph_checks(Communicator& c, AdaptState& st, cudaStrea
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));
   // A capture that would need more scratch than held is refused, telling the user what to do.
+  // The refusal aborts the group, so first every rank must be done with the replays above.
+  c.host_barrier();
   CK(cudaFree(big_in));
   CK(cudaFree(big_out));
   CK(cudaMalloc(&big_in, 64 * n));

@@ -238,6 +238,17 @@ struct Mem {
   void* stream = nullptr;
 };
 
+// Host memory (8-byte aligned), for the CPU backend.
+inline Mem host_mem() {
+  Mem m;
+  m.alloc = [](size_t n) -> void* { return new uint64_t[(n + 7) / 8 + 1]; };
+  m.release = [](void* p) { delete[] static_cast<uint64_t*>(p); };
+  m.put = [](void* d, const void* h, size_t n) { std::memcpy(d, h, n); };
+  m.get = [](void* h, const void* d, size_t n) { std::memcpy(h, d, n); };
+  m.sync = [] {};
+  return m;
+}
+
 inline void put_bits(std::vector<uint8_t>& buf, size_t i, int t, uint64_t v) { std::memcpy(&buf[i * kTypeSize[t]], &v, kTypeSize[t]); }
 inline uint64_t get_bits(const std::vector<uint8_t>& buf, size_t i, int t) {
   uint64_t v = 0;

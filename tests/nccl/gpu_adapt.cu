@@ -4,6 +4,7 @@
 // call grew and a later eager call outgrows), then the refusal of a capture that would need more
 // scratch. Ranks are processes sharing GPU 0 (ACTORCC_CUDA_SHARE_GPU=1):
 //   actorcc_nccl_adapt_gpu [--world N]      starts N ranks of itself and waits (exit 0 = pass)
+//   actorcc_nccl_adapt_gpu --cpu 1          the same processes and matrix on the CPU backend
 #include <cuda_runtime.h>
 #include <signal.h>
 #include <spawn.h>
@@ -161,34 +162,35 @@ std::vector<std::string> graph_checks(Communicator& c, AdaptState& st, cudaStrea
   return fails;
 }
 
-int worker(int rank, int world, const std::string& id_text, uint64_t seed) {
+int worker(int rank, int world, const std::string& id_text, uint64_t seed, bool cpu) {
   std::vector<std::string> fails;
   try {
     Options o;
-    o.backend = Backend::Cuda;
-    o.device = 0;
+    o.backend = cpu ? Backend::Cpu : Backend::Cuda;
+    o.device = cpu ? -1 : 0;
     o.timeout = std::chrono::seconds(60);
     Communicator c(UniqueId::parse(id_text), rank, world, o);
     AdaptStatePtr st = make_adapt_state(c);
-    cudaStream_t s;
-    CK(cudaStreamCreate(&s));
+    cudaStream_t s = nullptr;
+    if (!cpu) CK(cudaStreamCreate(&s));
+    const tt::Mem mem = cpu ? tt::host_mem() : device_mem(s);
     const auto t0 = std::chrono::steady_clock::now();
-    fails = tt::run_matrix(c, *st, device_mem(s), seed, false);
+    fails = tt::run_matrix(c, *st, mem, seed, false);
     std::printf("rank %d: matrix %zu cases, %zu failures, %.1f s\n", rank, tt::all_cases(false).size(), fails.size(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (fails.empty()) {  // again with the calls split into parts of a few elements
       st->max_scratch = 200;
-      fails = tt::run_matrix(c, *st, device_mem(s), seed + 1, true);
+      fails = tt::run_matrix(c, *st, mem, seed + 1, true);
       st->max_scratch = size_t{64} << 20;
       std::printf("rank %d: matrix in parts, %zu failures\n", rank, fails.size());
     }
-    if (fails.empty()) {
+    if (fails.empty() && !cpu) {
       const auto g = graph_checks(c, *st, s);
       std::printf("rank %d: graph checks %s\n", rank, g.empty() ? "pass" : "FAIL");
       fails.insert(fails.end(), g.begin(), g.end());
     }
     st.reset();
-    cudaStreamDestroy(s);
+    if (s) cudaStreamDestroy(s);
   } catch (const std::exception& e) {
     fails.push_back("rank " + std::to_string(rank) + " threw: " + e.what());
   }
@@ -201,6 +203,7 @@ int worker(int rank, int world, const std::string& id_text, uint64_t seed) {
 
 int main(int argc, char** argv) {
   int world = 2, rank = -1;
+  bool cpu = false;  // --cpu 1: the same processes on the CPU backend (a dry run of this program)
   std::string id;
   uint64_t seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -209,8 +212,9 @@ int main(int argc, char** argv) {
     else if (a == "--rank") rank = std::atoi(argv[i + 1]);
     else if (a == "--id") id = argv[i + 1];
     else if (a == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 0);
+    else if (a == "--cpu") cpu = std::atoi(argv[i + 1]) != 0;
   }
-  if (rank >= 0) return worker(rank, world, id, seed);
+  if (rank >= 0) return worker(rank, world, id, seed, cpu);
   // Launcher: hosts the group's root, starts the ranks as processes of this program.
   id = UniqueId::create("127.0.0.1").to_string();
   seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
@@ -223,7 +227,8 @@ int main(int argc, char** argv) {
     std::vector<char*> args = {argv[0], const_cast<char*>("--rank"), const_cast<char*>(rs.c_str()),
                                const_cast<char*>("--world"), const_cast<char*>(ws.c_str()),
                                const_cast<char*>("--id"), const_cast<char*>(id.c_str()),
-                               const_cast<char*>("--seed"), const_cast<char*>(ss.c_str()), nullptr};
+                               const_cast<char*>("--seed"), const_cast<char*>(ss.c_str()),
+                               const_cast<char*>("--cpu"), const_cast<char*>(cpu ? "1" : "0"), nullptr};
     pid_t pid;
     if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), environ) != 0) {
       std::perror("posix_spawn");

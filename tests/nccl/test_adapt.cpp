@@ -44,16 +44,6 @@ std::vector<std::string> run_group(int world, Fn fn) {
   return all;
 }
 
-Mem host_mem() {
-  Mem m;
-  m.alloc = [](size_t n) -> void* { return new uint64_t[(n + 7) / 8 + 1]; };
-  m.release = [](void* p) { delete[] static_cast<uint64_t*>(p); };
-  m.put = [](void* d, const void* h, size_t n) { std::memcpy(d, h, n); };
-  m.get = [](void* h, const void* d, size_t n) { std::memcpy(h, d, n); };
-  m.sync = [] {};
-  return m;
-}
-
 uint64_t fresh_seed() {
   const uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::printf("seed 0x%llx\n", static_cast<unsigned long long>(s));

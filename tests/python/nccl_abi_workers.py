@@ -354,15 +354,19 @@ def train(rank, world, ck):
             opt.step()
         return [p.detach().clone() for p in m.parameters()]
 
+    def fit(wrapped, steps):
+        """`steps` SGD steps of this rank's batches on the wrapped (DDP / FSDP2) model."""
+        opt = torch.optim.SGD(wrapped.parameters(), lr=0.1)
+        for step in range(steps):
+            opt.zero_grad()
+            x, y = batch(rank, step)
+            nn.functional.mse_loss(wrapped(x), y).backward()
+            opt.step()
+
     steps = 3
     ref = reference(steps)
     ddp = DDP(model(), device_ids=None if GLOO else [0])
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    for step in range(steps):
-        opt.zero_grad()
-        x, y = batch(rank, step)
-        nn.functional.mse_loss(ddp(x), y).backward()
-        opt.step()
+    fit(ddp, steps)
     for i, (p, q) in enumerate(zip(ddp.module.parameters(), ref)):
         ck.eq(f"DDP param {i}", p, q, 1e-4)
     try:
@@ -376,12 +380,7 @@ def train(rank, world, ck):
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(m, mesh=mesh)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    for step in range(steps):
-        opt.zero_grad()
-        x, y = batch(rank, step)
-        nn.functional.mse_loss(m(x), y).backward()
-        opt.step()
+    fit(m, steps)
     for i, (p, q) in enumerate(zip(m.parameters(), ref)):
         ck.eq(f"FSDP2 param {i}", p.full_tensor(), q, 1e-4)
     dist.barrier()

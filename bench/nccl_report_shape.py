@@ -32,28 +32,32 @@ def rank_main(args):
     import torch
     import torch.distributed as dist
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(0)  # the one GPU this process sees
+    cpu = args.backend == "gloo"  # CI's check of this script on the CPU
+    dev = "cpu" if cpu else "cuda"
+    sync = (lambda: None) if cpu else torch.cuda.synchronize
+    if not cpu:
+        torch.cuda.set_device(0)  # the one GPU this process sees
     t_import = time.time()
-    dist.init_process_group("nccl")
+    dist.init_process_group(args.backend)
     t_init = time.time()
-    small = torch.full((1024,), float(rank + 1), device="cuda")
+    small = torch.full((1024,), float(rank + 1), device=dev)
     dist.all_reduce(small)
-    torch.cuda.synchronize()
+    sync()
     t_first = time.time()
     want = world * (world + 1) / 2
     wrong = int((small != want).sum())
     rows = []
     for size in SIZES[: args.max_index + 1]:
         n = size // 4
-        t = torch.full((n,), float(rank + 1), device="cuda")
+        t = torch.full((n,), float(rank + 1), device=dev)
         dist.all_reduce(t)  # warm-up and check
-        torch.cuda.synchronize()
+        sync()
         wrong += int((t != want).sum())
         iters = 20 if size <= (1 << 20) else 3
         t0 = time.perf_counter()
         for _ in range(iters):
             dist.all_reduce(t)
-        torch.cuda.synchronize()
+        sync()
         us = (time.perf_counter() - t0) / iters * 1e6
         # after iters more sums every element is want * world**iters: check it exactly where
         # float32 holds it, else just for finiteness
@@ -65,7 +69,7 @@ def rank_main(args):
         rows.append({"bytes": size, "time_us": us})
         del t
     dist.barrier()
-    version = torch.cuda.nccl.version()
+    version = torch.cuda.nccl.version() if not cpu else "none (gloo)"
     lib = next((line.split()[-1] for line in open("/proc/self/maps") if "libnccl" in line), None)
     out = {"rank": rank, "world": world, "startup_s": t_init - t_start, "import_s": t_import - t_start,
            "init_s": t_init - t_import, "first_call_s": t_first - t_init, "wrong": wrong, "sizes": rows,
@@ -99,6 +103,7 @@ def main():
     p.add_argument("--hostid-per-rank", action="store_true", help="NCCL_HOSTID per rank (NVIDIA's NCCL, shared GPU)")
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--json", help="write the ranks' results here")
+    p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"), help="gloo: CPU tensors (checks the script)")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -116,7 +121,7 @@ def main():
             env["ACTORCC_CUDA_SHARE_GPU"] = "1"  # actorcc's library: ranks may share a GPU (tests)
             if args.hostid_per_rank:
                 env["NCCL_HOSTID"] = f"report-shape-{r}"
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main",
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--backend", args.backend,
                                        "--max-bytes", args.max_bytes], env=env, stdout=subprocess.PIPE, text=True))
         if r < args.world - 1:
             time.sleep(random.uniform(*args.stagger))

@@ -28,3 +28,17 @@ def test_harness_catches_a_wrong_result(tmp_path):
                         "--no-preload", "--timeout", "200", "--logdir", str(tmp_path)],
                        capture_output=True, text=True, timeout=240, env=env)
     assert p.returncode == 1 and "FAIL" in p.stdout and "all_reduce torch.float32 sum n=7" in p.stdout, p.stdout
+
+
+def test_report_shape_script_on_gloo(tmp_path):
+    # bench/nccl_report_shape.py, the device's report-shape run, with CPU tensors: staggered
+    # processes, every size checked, one verdict line and the JSON
+    script = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "nccl_report_shape.py")
+    out = tmp_path / "shape.json"
+    p = subprocess.run([sys.executable, script, "--backend", "gloo", "--world", "2", "--max-bytes", "1M",
+                        "--stagger", "0.1", "0.3", "--timeout", "150", "--json", str(out)],
+                       capture_output=True, text=True, timeout=200)
+    assert p.returncode == 0 and "REPORTSHAPE PASS world=2 wrong=0" in p.stdout, p.stdout + p.stderr
+    import json
+    res = json.loads(out.read_text())
+    assert res["pass"] and [len(r["sizes"]) for r in res["ranks"]] == [3, 3]

@@ -119,7 +119,9 @@ def launch(case, world, timeout, logdir, stagger=0.3, preload=True, extra_env=No
         if case == "killwd":
             # torch's watchdog ends the process (or Work.wait raises first); either way its
             # message must name the dead rank
-            if f"rank {culprit}" not in texts[r].replace(f"rank {r}:", ""):
+            theirs = "\n".join(line for line in texts[r].splitlines()
+                               if not line.startswith(("IDENTITY", "FAIL", "RESULT", "WORKER-OK")))
+            if f"rank {culprit}" not in theirs:
                 problems.append(f"rank {r}: exit {procs[r].returncode}, the dead rank {culprit} is not named")
         elif procs[r].returncode != 0 or f"WORKER-OK rank {r}" not in texts[r]:
             tail = " | ".join(line for line in texts[r].splitlines() if "FAIL" in line or "Error" in line)[:600]
@@ -458,7 +460,7 @@ def failure(rank, world, ck, case):
         w = dist.all_reduce(t, async_op=True)
         w.wait()
         _sync()
-        ck.fails.append(f"all_reduce with rank {culprit} {'killed' if case != 'stall' else 'stalled'} returned")
+        ck.fails.append(f"all_reduce with the last rank {'killed' if case != 'stall' else 'stalled'} returned")
     except Exception as e:  # noqa: BLE001 - the error is what is checked
         dt = time.monotonic() - t0
         msg = str(e)

@@ -73,8 +73,8 @@
 #               and PREMUL_SUM, every dtype) at worlds 2 and 4, DDP + FSDP2 at 2 and 3, new_group
 #               split (device_id) at 4 and fresh at 3, batch and lone p2p, destroy + init again, a
 #               SIGKILLed rank (Work.wait and watchdog) and a stalled one, each process checking that
-#               the one libnccl it maps is actorcc's; builds only the library (targets actorcc_nccl,
-#               actorcc_nccl_audit) on the gpu preset. ~4 min
+#               the one libnccl it maps is actorcc's; builds only the library (target actorcc_nccl,
+#               then actorcc_nccl_audit) on the gpu preset. ~4 min
 #   nccltests   NVIDIA's nccl-tests (source in .thirdparty/nccl-tests, MPI from the mpich wheel in
 #               .whl/) built against the library in MPI mode: every *_perf binary, -c 1 -d all -o all,
 #               worlds 2, 3, 4 (one process per rank, NCCL_TESTS_DEVICE=0), #wrong must be 0 in
@@ -455,13 +455,15 @@ phase_sanitize() {
 
 # ---- actorcc's libnccl.so.2 (the nccl/ front end) under NCCL's own users ----------------------
 NCCL_ABI_LIB=$ROOT/build/gpu/nccl/libnccl.so.2
-# ensure_nccl_abi: configures the gpu preset (once) and builds only the library and its LD_AUDIT
-# module, not the GPU tier.
+# ensure_nccl_abi: configures the gpu preset (once) and builds only the library (and its LD_AUDIT
+# module), not the GPU tier.
 ensure_nccl_abi() {
   export ACTORCC_NCCL_ABI_LIB=$NCCL_ABI_LIB
-  [ -f "$NCCL_ABI_LIB" ] && [ -f "${NCCL_ABI_LIB%/*}/libactorcc_nccl_audit.so" ] && return 0
+  [ -f "$NCCL_ABI_LIB" ] && return 0
+  # the LD_AUDIT module is not used by these phases: its build may fail without stopping them
   step build-nccl-abi 300 bash -c "{ [ -f build/gpu/CMakeCache.txt ] || cmake --preset gpu; } &&
-      cmake --build build/gpu -j$(nproc) --target actorcc_nccl actorcc_nccl_audit" ||
+      cmake --build build/gpu -j$(nproc) --target actorcc_nccl &&
+      { cmake --build build/gpu --target actorcc_nccl_audit || echo 'no LD_AUDIT module built'; }" ||
     { tail -40 "$OUT/logs/build-nccl-abi.log"; FAILED=1; return 1; }
 }
 

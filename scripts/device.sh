@@ -510,7 +510,7 @@ phase_nccltests() {
   nv=$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])') ||
     { echo "NCCLTESTS FAIL: no nvidia.nccl wheel (its nccl.h)" | tee -a "$SUMMARY"; FAILED=1; return; }
   mkdir -p "$home/include" "$home/lib"
-  cp "$nv"/include/nccl*.h "$home/include/"
+  cp -r "$nv"/include/. "$home/include/"
   ln -sf "$NCCL_ABI_LIB" "$home/lib/libnccl.so"
   ln -sf "$NCCL_ABI_LIB" "$home/lib/libnccl.so.2"
   if ! compgen -G "$nt/*_perf*" >/dev/null; then
@@ -525,7 +525,7 @@ phase_nccltests() {
     for b in $bins; do
       n=$((n + 1))
       step "nccltests-${b##*/}-$w" 60 env LD_LIBRARY_PATH="$home/lib:$mpi/lib:${LD_LIBRARY_PATH:-}" NCCL_TESTS_DEVICE=0 \
-        CUDA_VISIBLE_DEVICES=0 ACTORCC_CUDA_SHARE_GPU=1 "$mpi/bin/mpiexec" -n "$w" "$b" \
+        CUDA_VISIBLE_DEVICES=0 ACTORCC_CUDA_SHARE_GPU=1 "$mpi/bin/mpiexec" -launcher fork -n "$w" "$b" \
         -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
       rc=$?
       wrong=$(grep -hio "out of bounds values : [0-9]*" "$OUT/logs/nccltests-${b##*/}-$w.log" | awk '{s+=$NF} END {print s+0}')
@@ -536,7 +536,7 @@ phase_nccltests() {
   done
   # the control: the same build at world 1 on NVIDIA's NCCL (the wheel's library first on the path)
   step nccltests-control-nvidia 60 env LD_LIBRARY_PATH="$nv/lib:$mpi/lib:${LD_LIBRARY_PATH:-}" CUDA_VISIBLE_DEVICES=0 \
-    "$mpi/bin/mpiexec" -n 1 "$nt/all_reduce_perf" -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
+    "$mpi/bin/mpiexec" -launcher fork -n 1 "$nt/all_reduce_perf" -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
   rc=$?
   printf '%-22s %5s %4s %6s  (NVIDIA NCCL, control)\n' all_reduce_perf 1 "$rc" \
     "$(grep -hio 'out of bounds values : [0-9]*' "$OUT/logs/nccltests-control-nvidia.log" | awk '{print $NF}')" >>"$table"

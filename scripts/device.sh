@@ -72,8 +72,9 @@
 #               GPU 0 (tests/python/nccl_abi_workers.py): the collective matrix (every op incl. AVG
 #               and PREMUL_SUM, every dtype) at worlds 2 and 4, DDP + FSDP2 at 2 and 3, new_group
 #               split (device_id) at 4 and fresh at 3, batch and lone p2p, destroy + init again, a
-#               SIGKILLed rank (Work.wait and watchdog) and a stalled one, each process checking that
-#               the one libnccl it maps is actorcc's; builds only the library (target actorcc_nccl,
+#               SIGKILLed rank (Work.wait and watchdog) and a stalled one, fresh groups once more with
+#               LD_AUDIT instead of LD_PRELOAD, each process checking that the one libnccl it maps is
+#               actorcc's; builds only the library (target actorcc_nccl,
 #               then actorcc_nccl_audit) on the gpu preset. ~4 min
 #   nccltests   NVIDIA's nccl-tests (source in .thirdparty/nccl-tests, MPI from the mpich wheel in
 #               .whl/) built against the library in MPI mode: every *_perf binary, -c 1 -d all -o all,
@@ -476,22 +477,23 @@ nccl_verdict() {
 
 phase_ncclabi() {
   ensure_nccl_abi || return
-  local c w cap ok=0 n=0
-  while read -r c w cap; do
+  local c w cap mode ok=0 n=0
+  while read -r c w cap mode; do
     n=$((n + 1))
-    step "ncclabi-$c-$w" "$cap" python3 tests/python/nccl_abi_workers.py --case "$c" --world "$w" \
+    step "ncclabi-$c-$w-$mode" "$cap" python3 tests/python/nccl_abi_workers.py --case "$c" --world "$w" --mode "$mode" \
       --timeout $((cap - 10)) --logdir "$OUT/logs/ncclabi" && ok=$((ok + 1))
-    grep -h "^NCCLABI\|^IDENTITY rank 0\|^RAISED" "$OUT/logs/ncclabi-$c-$w.log" | cut -c1-300
+    grep -h "^NCCLABI\|^IDENTITY rank 0\|^RAISED" "$OUT/logs/ncclabi-$c-$w-$mode.log" | cut -c1-300
   done <<'CASES'
-matrix 2 90
-matrix 4 120
-train 2 60
-train 3 70
-groups 4 70
-fresh 3 60
-kill 3 45
-killwd 2 45
-stall 2 45
+matrix 2 90 preload
+matrix 4 120 preload
+train 2 60 preload
+train 3 70 preload
+groups 4 70 preload
+fresh 3 60 preload
+fresh 2 50 audit
+kill 3 45 preload
+killwd 2 45 preload
+stall 2 45 preload
 CASES
   grep -h "^FAIL\|^REFUSED" "$OUT"/logs/ncclabi/*.log 2>/dev/null | cut -d' ' -f4- | sort | uniq -c | sort -rn | head -20
   nccl_verdict NCCLABI $ok $n "torch nccl-backend cases passed (matrix, DDP/FSDP2, groups, p2p, re-init, kill, stall)"

@@ -64,10 +64,12 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def launch(case, world, timeout, logdir, stagger=0.3, preload=True, extra_env=None):
-    """Starts `world` ranks of `case`; returns (passed, summary text)."""
+def launch(case, world, timeout, logdir, stagger=0.3, mode="preload", extra_env=None):
+    """Starts `world` ranks of `case`, the library turned on by `mode` ("preload": LD_PRELOAD,
+    "audit": LD_AUDIT with the module beside the library, "none": torch's own NCCL); returns
+    (passed, summary text)."""
     lib = os.environ.get("ACTORCC_NCCL_ABI_LIB")
-    if preload and not lib:
+    if mode != "none" and not lib:
         return False, "ACTORCC_NCCL_ABI_LIB is not set (the library under test)"
     os.makedirs(logdir, exist_ok=True)
     port, port2 = _free_port(), _free_port()
@@ -76,8 +78,10 @@ def launch(case, world, timeout, logdir, stagger=0.3, preload=True, extra_env=No
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES="0", ACTORCC_CUDA_SHARE_GPU="1",
                    NCCLABI_PORT2_R0=str(port2), PYTHONUNBUFFERED="1", **(extra_env or {}))
-        if preload:
+        if mode == "preload":
             env["LD_PRELOAD"] = lib
+        elif mode == "audit":
+            env["LD_AUDIT"] = os.path.join(os.path.dirname(lib), "libactorcc_nccl_audit.so")
         if case == "kill" or case == "stall":
             env.update(TORCH_NCCL_BLOCKING_WAIT="1", TORCH_NCCL_ASYNC_ERROR_HANDLING="0")
         if case == "stall":
@@ -85,7 +89,7 @@ def launch(case, world, timeout, logdir, stagger=0.3, preload=True, extra_env=No
         if case == "ctypes":  # vLLM's way: the library by path, torch keeps the NCCL it ships
             env.pop("LD_PRELOAD", None)
             env["VLLM_NCCL_SO_PATH"] = lib
-        log = open(os.path.join(logdir, f"{case}-w{world}-rank{r}.log"), "w")
+        log = open(os.path.join(logdir, f"{case}-{mode}-w{world}-rank{r}.log"), "w")
         logs.append(log)
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", case], env=env,
                                       stdout=log, stderr=subprocess.STDOUT))
@@ -108,7 +112,8 @@ def launch(case, world, timeout, logdir, stagger=0.3, preload=True, extra_env=No
         p.wait()
     for log in logs:
         log.close()
-    texts = [open(os.path.join(logdir, f"{case}-w{world}-rank{r}.log"), errors="replace").read() for r in range(world)]
+    texts = [open(os.path.join(logdir, f"{case}-{mode}-w{world}-rank{r}.log"), errors="replace").read()
+             for r in range(world)]
     problems = []
     for r in range(world):
         if r == culprit:
@@ -173,7 +178,7 @@ def check_identity(ck):
                      if len(line.split(None, 5)) == 6 and "libnccl" in os.path.basename(line.split(None, 5)[5])})
     v = torch.cuda.nccl.version()
     print(f"IDENTITY rank {ck.rank}: torch.cuda.nccl.version()={v} mapped={mapped}", flush=True)
-    if not os.environ.get("LD_PRELOAD"):
+    if not os.environ.get("LD_PRELOAD") and not os.environ.get("LD_AUDIT"):
         return  # a control run on the NCCL torch ships
     want = os.path.realpath(os.environ["ACTORCC_NCCL_ABI_LIB"])
     ck.n += 1
@@ -683,13 +688,16 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--logdir", default=os.environ.get("OUT", "/tmp") + "/nccl-abi-logs")
-    p.add_argument("--no-preload", action="store_true", help="control run on the NCCL torch ships")
+    p.add_argument("--mode", choices=("preload", "audit", "none"), default="preload",
+                   help="how the library is turned on (none: the NCCL torch ships, or gloo)")
+    p.add_argument("--no-preload", dest="mode", action="store_const", const="none", help="the same as --mode none")
     p.add_argument("--worker", metavar="CASE", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
         return worker(a.worker)
-    ok, text = launch(a.case, a.world, a.timeout, a.logdir, preload=not a.no_preload)
-    print(f"NCCLABI {a.case} world={a.world}: {'PASS' if ok else 'FAIL'} ({text})", flush=True)
+    ok, text = launch(a.case, a.world, a.timeout, a.logdir, mode=a.mode)
+    tag = "" if a.mode == "preload" else f" mode={a.mode}"
+    print(f"NCCLABI {a.case} world={a.world}{tag}: {'PASS' if ok else 'FAIL'} ({text})", flush=True)
     return 0 if ok else 1
 
 

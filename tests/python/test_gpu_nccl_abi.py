@@ -17,11 +17,13 @@ import nccl_abi_workers  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("case,world", [("matrix", 2), ("matrix", 3), ("matrix", 4), ("train", 2), ("train", 4),
-                                        ("groups", 3), ("fresh", 4), ("kill", 3), ("killwd", 3), ("stall", 2),
-                                        ("ctypes", 2), ("cupy", 2)])
-def test_case(case, world, tmp_path):
+@pytest.mark.parametrize("case,world,mode", [
+    ("matrix", 2, "preload"), ("matrix", 3, "preload"), ("matrix", 4, "preload"), ("train", 2, "preload"),
+    ("train", 4, "preload"), ("groups", 3, "preload"), ("fresh", 4, "preload"), ("fresh", 2, "audit"),
+    ("kill", 3, "preload"), ("killwd", 3, "preload"), ("stall", 2, "preload"), ("ctypes", 2, "preload"),
+    ("cupy", 2, "preload")])
+def test_case(case, world, mode, tmp_path):
     if case == "cupy":
         pytest.importorskip("cupy")
-    ok, text = nccl_abi_workers.launch(case, world, 240, str(tmp_path))
+    ok, text = nccl_abi_workers.launch(case, world, 240, str(tmp_path), mode=mode)
     assert ok, text

@@ -17,6 +17,11 @@ once with RemoteError), then every actor joins concurrently through
 and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
 that did not (dead, busy, or unable to join) and what every other one reported.
 
+actorcc's libnccl.so.2 (NCCL's C API on actorcc) in actors, so their torch "nccl" groups, vLLM
+and CuPy use actorcc unchanged (docs/nccl-use.md):
+
+    actor = Trainer.options(runtime_env=actorcc.ray.nccl_runtime_env({...your runtime_env...})).remote()
+
 ray.util.collective (Ray versions with ``register_collective_backend``):
 
     actorcc.ray.register_backend()           # in the driver, and in every actor (or:)

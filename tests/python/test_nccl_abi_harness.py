@@ -18,7 +18,7 @@ def test_harness_passes_on_gloo(case, world, tmp_path):
     p = subprocess.run([sys.executable, os.path.join(HERE, "nccl_abi_workers.py"), "--case", case, "--world", str(world),
                         "--no-preload", "--timeout", "200", "--logdir", str(tmp_path)],
                        capture_output=True, text=True, timeout=240, env=env)
-    assert p.returncode == 0 and f"NCCLABI {case} world={world}: PASS" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and f"NCCLABI {case} world={world} mode=none: PASS" in p.stdout, p.stdout + p.stderr
 
 
 def test_harness_catches_a_wrong_result(tmp_path):

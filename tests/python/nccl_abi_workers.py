@@ -125,7 +125,7 @@ def launch(case, world, timeout, logdir, stagger=0.3, mode="preload", extra_env=
             # torch's watchdog ends the process (or Work.wait raises first); either way its
             # message must name the dead rank
             theirs = "\n".join(line for line in texts[r].splitlines()
-                               if not line.startswith(("IDENTITY", "FAIL", "RESULT", "WORKER-OK")))
+                               if not line.startswith(("IDENTITY", "FAIL", "RESULT", "WORKER-OK", "WAITING")))
             if f"rank {culprit}" not in theirs:
                 problems.append(f"rank {r}: exit {procs[r].returncode}, the dead rank {culprit} is not named")
         elif procs[r].returncode != 0 or f"WORKER-OK rank {r}" not in texts[r]:
@@ -465,7 +465,14 @@ def failure(rank, world, ck, case):
         w = dist.all_reduce(t, async_op=True)
         w.wait()
         _sync()
-        ck.fails.append(f"all_reduce with the last rank {'killed' if case != 'stall' else 'stalled'} returned")
+        if case == "killwd":
+            # torch's default error handling: the watchdog, polling ncclCommGetAsyncError, ends
+            # this process with its message; the launcher reads the message from the log
+            print(f"WAITING rank {rank}: the all_reduce returned; waiting for torch's watchdog", flush=True)
+            time.sleep(25)
+            ck.fails.append("the watchdog did not end the process within 25 s")
+        else:
+            ck.fails.append(f"all_reduce with the last rank {'killed' if case != 'stall' else 'stalled'} returned")
     except Exception as e:  # noqa: BLE001 - the error is what is checked
         dt = time.monotonic() - t0
         msg = str(e)
@@ -603,7 +610,8 @@ def cupy_client(rank, world, ck):
     ck.n += 1
     if comm.device_id() != 0 or comm.rank_id() != rank or comm.size() != world:
         ck.fails.append(f"cupy comm: device {comm.device_id()} rank {comm.rank_id()} size {comm.size()}")
-    stream = cupy.cuda.Stream(non_blocking=True)
+    # a blocking stream: it waits for the legacy default stream, where cupy fills the buffers
+    stream = cupy.cuda.Stream()
     n = 4099
     import torch
     for cdt, ncdt, tdt in ((cupy.float32, nccl.NCCL_FLOAT32, torch.float32), (cupy.float16, nccl.NCCL_FLOAT16, torch.float16),

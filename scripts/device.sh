@@ -530,6 +530,11 @@ phase_nccltests() {
         CUDA_VISIBLE_DEVICES=0 ACTORCC_CUDA_SHARE_GPU=1 "$mpi/bin/mpiexec" -launcher fork -n "$w" "$b" \
         -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
       rc=$?
+      if grep -q "not a power of 2, skipping" "$OUT/logs/nccltests-${b##*/}-$w.log"; then  # hypercube at 3
+        printf '%-22s %5s %4s %6s\n' "${b##*/}" "$w" "$rc" skipped >>"$table"
+        n=$((n - 1))
+        continue
+      fi
       wrong=$(grep -hio "out of bounds values : [0-9]*" "$OUT/logs/nccltests-${b##*/}-$w.log" | awk '{s+=$NF} END {print s+0}')
       grep -qi "out of bounds values" "$OUT/logs/nccltests-${b##*/}-$w.log" || wrong=missing
       printf '%-22s %5s %4s %6s\n' "${b##*/}" "$w" "$rc" "$wrong" >>"$table"

@@ -68,13 +68,33 @@
 #               hook) and FSDP2 against a single-process reference, the time of a DDP step and
 #               of dist.all_reduce from 4 KiB to 16 MiB (tests/python/torch_device.py; JSON in
 #               torch.json); reuses the build phase's folder and builds only the extension
-#   ncclabi     (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
+#   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
 #               init), 3 ranks in one process (group init from one thread, grouped calls on
 #               several communicators, InitAll), an abort from another thread while a kernel
 #               waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
-#               on a call, a stalled rank; each prints PASS
+#               on a call, a stalled rank; each prints PASS; then the reduction adapter's GPU
+#               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
+#   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
+#               GPU 0 (tests/python/nccl_abi_workers.py): the collective matrix (every op incl. AVG
+#               and PREMUL_SUM, every dtype) at worlds 2 and 4, DDP + FSDP2 at 2 and 3, new_group
+#               split (device_id) at 4 and fresh at 3, batch and lone p2p, destroy + init again, a
+#               SIGKILLed rank (Work.wait and watchdog) and a stalled one, fresh groups once more with
+#               LD_AUDIT instead of LD_PRELOAD, each process checking that the one libnccl it maps is
+#               actorcc's; builds only the library (target actorcc_nccl,
+#               then actorcc_nccl_audit) on the gpu preset. ~4 min
+#   nccltests   NVIDIA's nccl-tests (source in .thirdparty/nccl-tests, MPI from the mpich wheel in
+#               .whl/) built against the library in MPI mode: every *_perf binary, -c 1 -d all -o all,
+#               worlds 2, 3, 4 (one process per rank, NCCL_TESTS_DEVICE=0), #wrong must be 0 in
+#               every run; one binary at world 1 on NVIDIA's NCCL as the control; nccltests.txt. ~4 min
+#   ncclclients a ctypes client with vLLM's PyNccl bindings (library by VLLM_NCCL_SO_PATH, CUDA graph)
+#               and CuPy's NcclCommunicator (preloaded), world 2 sharing GPU 0, exact results. ~40 s
+#   reportshape bench/nccl_report_shape.py: Ray-style one-GPU processes started 0.5-1 s apart,
+#               init_process_group("nccl"), all_reduce 4 KB - 1 GiB checked, start-up and first-call
+#               times; on actorcc's library (worlds 2 and 4, preloaded) and on NVIDIA's (world 2,
+#               NCCL_HOSTID per rank where the ranks share a GPU). ~2 min
+#   nccl        ncclconf ncclabi nccltests ncclclients reportshape
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -442,17 +462,144 @@ phase_sanitize() {
   echo "sanitize: $ok of 3 compute-sanitizer runs clean" | tee -a "$SUMMARY"
 }
 
-# ncclabi: tests/nccl/nccl_abi_test in GPU mode (NCCL_ABI_TEST_GPU=1), each case in its own step.
-phase_ncclabi() {
+# ncclconf: tests/nccl/nccl_abi_test in GPU mode (NCCL_ABI_TEST_GPU=1), each case in its own step.
+phase_ncclconf() {
   ensure_build gpu || return
-  step build-ncclabi 240 cmake --build build/gpu -j"$(nproc)" --target nccl_abi_test || { FAILED=1; return; }
+  step build-ncclconf 240 cmake --build build/gpu -j"$(nproc)" --target nccl_abi_test actorcc_nccl_adapt_gpu ||
+    { FAILED=1; return; }
+  # the reduction adapter (fp8, unsigned, PreMulSum incl. a device scalar in a replayed graph)
+  step ncclconf-adapt 120 env ACTORCC_CUDA_SHARE_GPU=1 CUDA_VISIBLE_DEVICES=0 build/gpu/nccl/actorcc_nccl_adapt_gpu || FAILED=1
+  grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
   for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall; do
-    name=ncclabi-${t// /}
+    name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1
     grep -h "^PASS\|FAIL" "$OUT/logs/$name.log" | head -6
   done
+}
+
+# ---- actorcc's libnccl.so.2 (the nccl/ front end) under NCCL's own users ----------------------
+NCCL_ABI_LIB=$ROOT/build/gpu/nccl/libnccl.so.2
+# ensure_nccl_abi: configures the gpu preset (once) and builds only the library (and its LD_AUDIT
+# module), not the GPU tier.
+ensure_nccl_abi() {
+  export ACTORCC_NCCL_ABI_LIB=$NCCL_ABI_LIB
+  [ -f "$NCCL_ABI_LIB" ] && return 0
+  # the LD_AUDIT module is not used by these phases: its build may fail without stopping them
+  step build-nccl-abi 300 bash -c "{ [ -f build/gpu/CMakeCache.txt ] || cmake --preset gpu; } &&
+      cmake --build build/gpu -j$(nproc) --target actorcc_nccl &&
+      { cmake --build build/gpu --target actorcc_nccl_audit || echo 'no LD_AUDIT module built'; }" ||
+    { tail -40 "$OUT/logs/build-nccl-abi.log"; FAILED=1; return 1; }
+}
+
+# nccl_verdict NAME OK N WHAT: the phase's one summary line
+nccl_verdict() {
+  local v=PASS
+  [ "$2" = "$3" ] || { v=FAIL; FAILED=1; }
+  echo "$1 $v: $2 of $3 $4" | tee -a "$SUMMARY"
+}
+
+phase_ncclabi() {
+  ensure_nccl_abi || return
+  local c w cap mode ok=0 n=0
+  while read -r c w cap mode; do
+    n=$((n + 1))
+    step "ncclabi-$c-$w-$mode" "$cap" python3 tests/python/nccl_abi_workers.py --case "$c" --world "$w" --mode "$mode" \
+      --timeout $((cap - 10)) --logdir "$OUT/logs/ncclabi" && ok=$((ok + 1))
+    grep -h "^NCCLABI\|^IDENTITY rank 0\|^RAISED" "$OUT/logs/ncclabi-$c-$w-$mode.log" | cut -c1-300
+  done <<'CASES'
+matrix 2 90 preload
+matrix 4 120 preload
+train 2 60 preload
+train 3 70 preload
+groups 4 70 preload
+fresh 3 60 preload
+fresh 2 50 audit
+kill 3 45 preload
+killwd 2 45 preload
+stall 2 45 preload
+CASES
+  grep -h "^FAIL\|^REFUSED" "$OUT"/logs/ncclabi/*.log 2>/dev/null | cut -d' ' -f4- | sort | uniq -c | sort -rn | head -20
+  nccl_verdict NCCLABI $ok $n "torch nccl-backend cases passed (matrix, DDP/FSDP2, groups, p2p, re-init, kill, stall)"
+}
+
+phase_nccltests() {
+  ensure_nccl_abi || return
+  local src=.thirdparty/nccl-tests mpi=$ROOT/build/mpich home=$ROOT/build/nccl-home nt=$ROOT/build/nccl-tests
+  local nv b w rc wrong bins ok=0 n=0 table=$OUT/nccltests.txt
+  [ -f "$src/Makefile" ] || { echo "NCCLTESTS FAIL: no nccl-tests source in $src" | tee -a "$SUMMARY"; FAILED=1; return; }
+  if [ ! -x "$mpi/bin/mpiexec" ]; then
+    step nccltests-mpi 90 python3 -m pip install -q --no-index --no-deps --prefix "$mpi" .whl/mpich-*.whl ||
+      { tail -5 "$OUT/logs/nccltests-mpi.log"; FAILED=1; return; }
+  fi
+  # NCCL_HOME: NVIDIA's nccl.h from the nvidia.nccl wheel, actorcc's library as lib/libnccl.so(.2)
+  nv=$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])') ||
+    { echo "NCCLTESTS FAIL: no nvidia.nccl wheel (its nccl.h)" | tee -a "$SUMMARY"; FAILED=1; return; }
+  mkdir -p "$home/include" "$home/lib"
+  cp -r "$nv"/include/. "$home/include/"
+  ln -sf "$NCCL_ABI_LIB" "$home/lib/libnccl.so"
+  ln -sf "$NCCL_ABI_LIB" "$home/lib/libnccl.so.2"
+  if ! compgen -G "$nt/*_perf*" >/dev/null; then
+    step nccltests-build 240 make -C "$src" -j"$(nproc)" MPI=1 MPI_HOME="$mpi" NCCL_HOME="$home" \
+      CUDA_HOME=/usr/local/cuda BUILDDIR="$nt" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" ||
+      { tail -30 "$OUT/logs/nccltests-build.log"; FAILED=1; return; }
+  fi
+  bins=$(find "$nt" -maxdepth 1 -type f -perm -u+x -name '*_perf*' | sort)
+  LD_LIBRARY_PATH=$home/lib:$mpi/lib ldd "$(echo "$bins" | head -1)" | grep nccl
+  printf '%-22s %5s %4s %6s\n' binary world exit wrong >"$table"
+  for w in 2 3 4; do
+    for b in $bins; do
+      n=$((n + 1))
+      step "nccltests-${b##*/}-$w" 60 env LD_LIBRARY_PATH="$home/lib:$mpi/lib:${LD_LIBRARY_PATH:-}" NCCL_TESTS_DEVICE=0 \
+        CUDA_VISIBLE_DEVICES=0 ACTORCC_CUDA_SHARE_GPU=1 "$mpi/bin/mpiexec" -launcher fork -n "$w" "$b" \
+        -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
+      rc=$?
+      if grep -q "not a power of 2, skipping" "$OUT/logs/nccltests-${b##*/}-$w.log"; then  # hypercube at 3
+        printf '%-22s %5s %4s %6s\n' "${b##*/}" "$w" "$rc" skipped >>"$table"
+        n=$((n - 1))
+        continue
+      fi
+      wrong=$(grep -hio "out of bounds values : [0-9]*" "$OUT/logs/nccltests-${b##*/}-$w.log" | awk '{s+=$NF} END {print s+0}')
+      grep -qi "out of bounds values" "$OUT/logs/nccltests-${b##*/}-$w.log" || wrong=missing
+      printf '%-22s %5s %4s %6s\n' "${b##*/}" "$w" "$rc" "$wrong" >>"$table"
+      [ "$rc" = 0 ] && [ "$wrong" = 0 ] && ok=$((ok + 1))
+    done
+  done
+  # the control: the same build at world 1 on NVIDIA's NCCL (the wheel's library first on the path)
+  step nccltests-control-nvidia 60 env LD_LIBRARY_PATH="$nv/lib:$mpi/lib:${LD_LIBRARY_PATH:-}" CUDA_VISIBLE_DEVICES=0 \
+    "$mpi/bin/mpiexec" -launcher fork -n 1 "$nt/all_reduce_perf" -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 -d all -o all
+  rc=$?
+  printf '%-22s %5s %4s %6s  (NVIDIA NCCL, control)\n' all_reduce_perf 1 "$rc" \
+    "$(grep -hio 'out of bounds values : [0-9]*' "$OUT/logs/nccltests-control-nvidia.log" | awk '{print $NF}')" >>"$table"
+  cat "$table"
+  nccl_verdict NCCLTESTS $ok $n "nccl-tests runs (every binary x worlds 2-4, -d all -o all -c 1) exited 0 with 0 wrong"
+}
+
+phase_ncclclients() {
+  ensure_nccl_abi || return
+  local c ok=0
+  for c in ctypes cupy; do
+    step "ncclclients-$c" 60 python3 tests/python/nccl_abi_workers.py --case "$c" --world 2 --timeout 50 \
+      --logdir "$OUT/logs/ncclclients" && ok=$((ok + 1))
+    grep -h "^NCCLABI" "$OUT/logs/ncclclients-$c.log"
+  done
+  nccl_verdict NCCLCLIENTS $ok 2 "clients (vLLM-style ctypes with a CUDA graph, CuPy) exact at world 2"
+}
+
+phase_reportshape() {
+  ensure_nccl_abi || return
+  local ok=0 w
+  for w in 2 4; do
+    step "reportshape-actorcc-$w" 150 env LD_PRELOAD="$NCCL_ABI_LIB" python3 bench/nccl_report_shape.py --world "$w" \
+      --timeout 140 --json "$OUT/reportshape-actorcc-$w.json" && ok=$((ok + 1))
+    grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-actorcc-$w.log"
+  done
+  # the same script on NVIDIA's NCCL (it refuses ranks sharing a GPU unless they seem on other hosts)
+  step reportshape-nvidia-2 150 python3 bench/nccl_report_shape.py --world 2 --hostid-per-rank --timeout 140 \
+    --json "$OUT/reportshape-nvidia-2.json" && ok=$((ok + 1))
+  grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-nvidia-2.log"
+  nccl_verdict REPORTSHAPE $ok 3 "report-shape runs passed (actorcc at 2 and 4, NVIDIA at 2)"
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
@@ -465,8 +612,10 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | ncclabi)
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | \
+      ncclconf | ncclabi | nccltests | ncclclients | reportshape)
       "phase_$p" ;;
+    nccl) for q in ncclconf ncclabi nccltests ncclclients reportshape; do "phase_$q"; done ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;
     evidence) for w in 2 3 4 8; do phase_evidence $w; done ;;

@@ -7,6 +7,7 @@ import copy
 import json
 import multiprocessing as mp
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,8 @@ CASES = {
     "cvd-order-ambiguous": (lambda: _mixed_models("1,0"), lambda: _mixed_models(None)),
     "nccl-multiple-copies": (lambda: _two_nccls(), lambda: make_facts()),
     "no-nvml": (lambda: make_facts(n=0, cvd=None), lambda: make_facts()),
+    "nccl-abi-mixed": (lambda: _abi("nvidia", warnings=["two NCCL libraries are mapped into this process"]),
+                       lambda: _abi("actorcc")),
     "group-join-failed": (lambda: dict(make_facts(), group_join={
                               "rank": 0, "world": 2, "join_timeout_s": 2.0,
                               "error": "TimeoutError: rank 1 of 2 did not join within 2 s"}),
@@ -155,6 +158,8 @@ CASES = {
     # group rules
     "nccl-version-mismatch": (lambda: make_group([make_facts("0"), make_facts("1", nccl="2.27.3")]),
                               lambda: actor_group(2)),
+    "nccl-provider-mismatch": (lambda: make_group([_abi("actorcc", cvd="0"), _abi("nvidia", cvd="1")]),
+                               lambda: make_group([_abi("actorcc", cvd="0"), _abi("actorcc", cvd="1")])),
     "driver-version-mismatch": (lambda: make_group([make_facts("0"), make_facts("0", host="b", driver="570.1")]),
                                 lambda: actor_group(2)),
     "actorcc-version-mismatch": (lambda: make_group([make_facts("0"), make_facts("1", actorcc_version="0.2.0")]),
@@ -185,6 +190,15 @@ def _mixed_models(cvd):
     f = make_facts(cvd=cvd, n=2, topology="pcie")
     f["nvml"]["gpus"][1]["name"] = "NVIDIA L40S"
     f["visible"] = facts.map_visible(cvd, f["nvml"]["gpus"])
+    return f
+
+
+def _abi(provider, warnings=(), cvd="3"):
+    """Facts of a process whose NCCL library (actorcc.nccl.check) is `provider`'s."""
+    f = make_facts(cvd=cvd)
+    f["nccl"]["abi"] = {"provider": provider, "how": "loaded", "path": f"/opt/{provider}/libnccl.so.2",
+                        "version": "2.28.9", "note": "actorcc 0.1.0 nccl-abi 22809" if provider == "actorcc" else None,
+                        "warnings": list(warnings)}
     return f
 
 
@@ -359,6 +373,30 @@ def test_saved_facts_with_an_error_exit_1(tmp_path):
     path.write_text(json.dumps(actor_group(2)))
     p = _cli("--facts", str(path), "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "group"
+
+
+def test_local_report_names_the_nccl_library(tmp_path):
+    # a process that preloads a library carrying actorcc's ELF note: the facts and the text say
+    # it is actorcc's, in which version, and how it got there
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = tmp_path / "standin.c"
+    src.write_text('#include <stdint.h>\n__attribute__((section(".note.actorcc"), used, aligned(4))) static const '
+                   'struct { uint32_t a, b, c; char n[8]; char d[8]; } note = {8, 8, 1, "actorcc", "0.1.0"};\n'
+                   'int ncclGetVersion(int* v) { *v = 22905; return 0; }\n')
+    lib = tmp_path / "libnccl.so.2"
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", str(src), "-o", str(lib)], check=True,
+                   timeout=60)
+    p = _cli("--json", "--no-vmm", env={"LD_PRELOAD": str(lib)})
+    abi = json.loads(p.stdout)["facts"]["nccl"]["abi"]
+    assert (abi["provider"], abi["version"], abi["how"], abi["path"]) == ("actorcc", "2.29.5", "loaded", str(lib))
+    assert json.loads(p.stdout)["facts"]["nccl"]["version"] == "2.29.5"
+    p = _cli("--no-vmm", env={"LD_PRELOAD": str(lib)})
+    assert f"actorcc's NCCL 2.29.5 ({lib}, loaded)" in p.stdout
+    # without it: whatever the machine has, never actorcc's
+    p = _cli("--json", "--no-vmm")
+    assert json.loads(p.stdout)["facts"]["nccl"]["abi"].get("provider") != "actorcc"
 
 
 def test_vmm_probe_binary_if_built():

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import nccl as nccl_abi
 from . import nvml as nvml_mod
 
 SCHEMA = 1
@@ -160,6 +161,8 @@ def nccl_facts(torch_mode: str = "if-loaded", environ=None) -> dict:
     import), "import" imports it, "never" leaves it alone.
     """
     environ = os.environ if environ is None else environ
+    # Before anything here loads a libnccl: which one this process has or would get.
+    abi = abi_facts(environ)
     cands = []
     # By name first: once a wheel's copy is loaded, dlopen("libnccl.so.2") would return it.
     by_name = probe_nccl_library("libnccl.so.2")
@@ -177,10 +180,23 @@ def nccl_facts(torch_mode: str = "if-loaded", environ=None) -> dict:
     if torch.get("installed") and not torch.get("version") and wheel:
         cands.remove(wheel[0])  # torch loads the wheel's copy (RPATH): that is what users get
         cands.insert(0, wheel[0])
+    if abi.get("provider") == "actorcc" and abi.get("version") and abi.get("how") != "wheel":
+        # torch, CuPy and vLLM here get actorcc's library: that version is the one users see
+        cands.insert(0, {"source": f"actorcc's libnccl.so.2 ({abi['how']})", "path": abi.get("path"),
+                         "version": abi["version"], "error": None})
     version = next((c["version"] for c in cands if c.get("version")), None)
-    return {"version": version, "candidates": cands, "torch": torch,
+    return {"version": version, "candidates": cands, "torch": torch, "abi": abi,
             "ld_library_path_libs": _ld_path_libs(environ),
             "versions_differ": len({c["version"] for c in cands if c.get("version")}) > 1}
+
+
+def abi_facts(environ=None) -> dict:
+    """Whether this process's NCCL is actorcc's libnccl.so.2 or NVIDIA's, which version, and how
+    it got there (actorcc.nccl.check: mapped, LD_PRELOAD, LD_AUDIT, the wheel, the loader's search)."""
+    try:
+        return nccl_abi.check(environ)
+    except Exception as e:  # noqa: BLE001 - an unreadable library must not stop the doctor
+        return {"provider": None, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", "warnings": []}
 
 
 def _torch_nccl(mode: str) -> dict:

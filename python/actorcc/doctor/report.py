@@ -89,6 +89,9 @@ def _local_facts(f: dict) -> list[str]:
     out.append(_row("NCCL", f"{n['version'] or 'not found'}"))
     for c in cands:
         out.append(_row("", f"{c.get('version') or '?'}  {c.get('path') or ''}  [{c['source']}]"))
+    if n.get("abi"):
+        from ..nccl import summary
+        out.append(_row("NCCL library", summary(n["abi"])))
     t = n.get("torch") or {}
     if t.get("installed") and not t.get("asked"):
         out.append(_row("", "torch installed, not imported (--torch asks it which NCCL it uses)"))

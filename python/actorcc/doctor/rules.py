@@ -305,6 +305,13 @@ def check_nccl_copies(f):
     return f"more than one NCCL here: {lst}. Which one a process gets depends on what it loads first."
 
 
+def check_nccl_abi(f):
+    abi = (f.get("nccl") or {}).get("abi") or {}
+    if not abi.get("warnings"):
+        return None
+    return "; ".join(abi["warnings"]) + "."
+
+
 def check_no_nvml(f):
     nv = f.get("nvml") or {}
     if nv.get("available"):
@@ -335,6 +342,11 @@ def _ranklist(ranks):
 
 def check_nccl_version_mismatch(g):
     return _differ(g, lambda f: (f.get("nccl") or {}).get("version"), "NCCL")
+
+
+def check_nccl_provider_mismatch(g):
+    return _differ(g, lambda f: ((f.get("nccl") or {}).get("abi") or {}).get("provider") or "unknown",
+                   "NCCL library by")
 
 
 def check_driver_mismatch(g):
@@ -506,12 +518,20 @@ RULES: list[Rule] = [
          (), "Start the doctor on every rank with the same --uid (or --address) and --world and a "
          "distinct --rank; raise --join-timeout where ranks start slowly. The ranks the error names "
          "are the ones to look at.", check_group_join),
+    Rule("nccl-abi-mixed", "warn", "This process mixes actorcc's NCCL with NVIDIA's (or cannot load actorcc's)",
+         ("docs/nccl-use.md",), "Turn actorcc's NCCL on one way only (LD_PRELOAD, or LD_AUDIT) before the "
+         "process starts, and point VLLM_NCCL_SO_PATH at the same file: python -m actorcc.nccl --env "
+         "prints the lines; actorcc.ray.nccl_runtime_env() does it for Ray actors.", check_nccl_abi),
     Rule("no-nvml", "info", "No NVIDIA driver (NVML) here", (), "Run on a GPU host for GPU checks.",
          check_no_nvml),
     # ---- group rules: facts of every rank, gathered over the communicator
     Rule("nccl-version-mismatch", "error", "Ranks load different NCCL versions",
          (NCCL_ENV_DOC,), "Install one NCCL version in every actor's environment (same torch wheel, "
          "same nvidia-nccl-cu* wheel).", check_nccl_version_mismatch, "group"),
+    Rule("nccl-provider-mismatch", "error", "Some ranks load actorcc's NCCL and others NVIDIA's",
+         ("docs/nccl-use.md",), "Give every rank the same environment (actorcc.ray.nccl_runtime_env() for "
+         "every actor, or the same LD_PRELOAD on every process): the two libraries cannot form one "
+         "communicator.", check_nccl_provider_mismatch, "group"),
     Rule("driver-version-mismatch", "warn", "Hosts run different NVIDIA driver versions",
          (), "Use one driver version across the cluster.", check_driver_mismatch, "group"),
     Rule("actorcc-version-mismatch", "error", "Ranks run different actorcc versions",

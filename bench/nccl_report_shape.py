@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The report's script shape on whatever NCCL the environment gives: Ray-style processes, one
+GPU each (CUDA_VISIBLE_DEVICES masked to one GPU, ranks sharing GPUs when fewer are lent),
+started one by one 0.5-1 s apart, each calling torch.distributed.init_process_group("nccl") and
+all_reduce from 4 KB to 1 GiB, every result checked. Nothing in it names actorcc: run it once
+with actorcc's library turned on and once without,
+
+    env $(python -m actorcc.nccl --env | sed 's/^export //') python bench/nccl_report_shape.py --world 2
+    python bench/nccl_report_shape.py --world 2 [--hostid-per-rank]   # NVIDIA's NCCL
+
+(--hostid-per-rank gives every rank its own NCCL_HOSTID: NVIDIA's NCCL refuses ranks sharing a
+GPU otherwise). Prints per rank the start-up figures (process start to init_process_group's
+return, and the first 4 KB all_reduce, which is where torch creates the communicator), the
+time per size, and one line `REPORTSHAPE PASS|FAIL world=W ...`; --json writes it all.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
+
+
+def rank_main(args):
+    t_start = float(os.environ["REPORT_T_START"])
+    import torch
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cpu = args.backend == "gloo"  # CI's check of this script on the CPU
+    dev = "cpu" if cpu else "cuda"
+    sync = (lambda: None) if cpu else torch.cuda.synchronize
+    if not cpu:
+        torch.cuda.set_device(0)  # the one GPU this process sees
+    t_import = time.time()
+    dist.init_process_group(args.backend)
+    t_init = time.time()
+    small = torch.full((1024,), float(rank + 1), device=dev)
+    dist.all_reduce(small)
+    sync()
+    t_first = time.time()
+    want = world * (world + 1) / 2
+    wrong = int((small != want).sum())
+    rows = []
+    for size in SIZES[: args.max_index + 1]:
+        n = size // 4
+        t = torch.full((n,), float(rank + 1), device=dev)
+        dist.all_reduce(t)  # warm-up and check
+        sync()
+        wrong += int((t != want).sum())
+        iters = 20 if size <= (1 << 20) else 3
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(t)
+        sync()
+        us = (time.perf_counter() - t0) / iters * 1e6
+        # after iters more sums every element is want * world**iters: check it exactly where
+        # float32 holds it, else just for finiteness
+        exp = want * world ** iters
+        if exp < 2 ** 24:
+            wrong += int((t != exp).sum())
+        else:
+            wrong += int((~torch.isfinite(t)).sum())
+        rows.append({"bytes": size, "time_us": us})
+        del t
+    dist.barrier()
+    version = torch.cuda.nccl.version() if not cpu else "none (gloo)"
+    lib = next((line.split()[-1] for line in open("/proc/self/maps") if "libnccl" in line), None)
+    out = {"rank": rank, "world": world, "startup_s": t_init - t_start, "import_s": t_import - t_start,
+           "init_s": t_init - t_import, "first_call_s": t_first - t_init, "wrong": wrong, "sizes": rows,
+           "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else str(version),
+           "library": lib, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    print("RANKRESULT " + json.dumps(out), flush=True)
+    dist.destroy_process_group()
+    return 0 if wrong == 0 else 1
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+    except (OSError, subprocess.TimeoutExpired):
+        return 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--max-bytes", default="1G", help="largest all_reduce (4K ... 1G)")
+    p.add_argument("--stagger", type=float, nargs=2, default=(0.5, 1.0), metavar=("MIN", "MAX"),
+                   help="seconds between two processes' starts (uniform in [MIN, MAX])")
+    p.add_argument("--hostid-per-rank", action="store_true", help="NCCL_HOSTID per rank (NVIDIA's NCCL, shared GPU)")
+    p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--json", help="write the ranks' results here")
+    p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"), help="gloo: CPU tensors (checks the script)")
+    p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    top = int(args.max_bytes[:-1]) * units[args.max_bytes[-1].upper()]
+    args.max_index = max(i for i, s in enumerate(SIZES) if s <= top)
+    if args.rank_main:
+        return rank_main(args)
+    ngpu, port = gpu_count(), free_port()
+    procs = []
+    t_launch = time.time()
+    for r in range(args.world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.world), LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES=str(r % ngpu), REPORT_T_START=repr(time.time()))
+        if args.world > ngpu:
+            env["ACTORCC_CUDA_SHARE_GPU"] = "1"  # actorcc's library: ranks may share a GPU (tests)
+            if args.hostid_per_rank:
+                env["NCCL_HOSTID"] = f"report-shape-{r}"
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--backend", args.backend,
+                                       "--max-bytes", args.max_bytes], env=env, stdout=subprocess.PIPE, text=True))
+        if r < args.world - 1:
+            time.sleep(random.uniform(*args.stagger))
+    results, failed = [], []
+    deadline = time.monotonic() + args.timeout
+    for r, pr in enumerate(procs):
+        try:
+            out, _ = pr.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            failed.append(f"rank {r} did not finish within {args.timeout:.0f} s")
+            continue
+        got = [json.loads(line[len("RANKRESULT "):]) for line in out.splitlines() if line.startswith("RANKRESULT ")]
+        if pr.returncode != 0 or not got:
+            failed.append(f"rank {r} exit {pr.returncode}")
+        results += got
+    for res in sorted(results, key=lambda x: x["rank"]):
+        print(f"rank {res['rank']} GPU {res['cuda_visible_devices']}: NCCL {res['nccl_version']} ({res['library']}); "
+              f"start-up {res['startup_s']:.2f} s (import {res['import_s']:.2f}, init_process_group {res['init_s']:.2f}), "
+              f"first 4 KB all_reduce {res['first_call_s'] * 1e3:.1f} ms, wrong {res['wrong']}")
+        print("    " + "  ".join(f"{s['bytes'] >> 10} KB: {s['time_us']:.0f} us" for s in res["sizes"]))
+    wrong = sum(r["wrong"] for r in results)
+    ok = not failed and wrong == 0 and len(results) == args.world
+    first = max((r["first_call_s"] for r in results), default=float("nan"))
+    startup = max((r["startup_s"] for r in results), default=float("nan"))
+    print(f"REPORTSHAPE {'PASS' if ok else 'FAIL'} world={args.world} wrong={wrong} slowest start-up {startup:.2f} s, "
+          f"slowest first call {first * 1e3:.1f} ms, wall {time.time() - t_launch:.1f} s"
+          + (f" ({'; '.join(failed)})" if failed else ""), flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"world": args.world, "pass": ok, "ranks": results, "failed": failed}, fh, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The device machine's harness for actorcc's libnccl.so.2 (tests/python/nccl_abi_workers.py),
+checked on the CPU: the same torch cases over gloo must pass against the harness's own float64
+references, so a failure on the device means the library, not the harness. What gloo lacks
+(AVG on integers, PREMUL_SUM, float8) is printed as REFUSED there and checked only on GPUs."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("case,world", [("matrix", 3), ("train", 2), ("fresh", 2)])
+def test_harness_passes_on_gloo(case, world, tmp_path):
+    env = dict(os.environ, NCCLABI_BACKEND="gloo")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "nccl_abi_workers.py"), "--case", case, "--world", str(world),
+                        "--no-preload", "--timeout", "200", "--logdir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0 and f"NCCLABI {case} world={world} mode=none: PASS" in p.stdout, p.stdout + p.stderr
+
+
+def test_harness_catches_a_wrong_result(tmp_path):
+    # a rank whose all_reduce result is off by one in one element must fail the case, naming it
+    env = dict(os.environ, NCCLABI_BACKEND="gloo", NCCLABI_CORRUPT="1")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "nccl_abi_workers.py"), "--case", "matrix", "--world", "2",
+                        "--no-preload", "--timeout", "200", "--logdir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 1 and "FAIL" in p.stdout and "all_reduce torch.float32 sum n=7" in p.stdout, p.stdout
+
+
+def test_report_shape_script_on_gloo(tmp_path):
+    # bench/nccl_report_shape.py, the device's report-shape run, with CPU tensors: staggered
+    # processes, every size checked, one verdict line and the JSON
+    script = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "nccl_report_shape.py")
+    out = tmp_path / "shape.json"
+    p = subprocess.run([sys.executable, script, "--backend", "gloo", "--world", "2", "--max-bytes", "1M",
+                        "--stagger", "0.1", "0.3", "--timeout", "150", "--json", str(out)],
+                       capture_output=True, text=True, timeout=200)
+    assert p.returncode == 0 and "REPORTSHAPE PASS world=2 wrong=0" in p.stdout, p.stdout + p.stderr
+    import json
+    res = json.loads(out.read_text())
+    assert res["pass"] and [len(r["sizes"]) for r in res["ranks"]] == [3, 3]

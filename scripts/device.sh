@@ -464,7 +464,7 @@ phase_sanitize() {
 
 # ncclconf: tests/nccl/nccl_abi_test in GPU mode (NCCL_ABI_TEST_GPU=1), each case in its own step.
 phase_ncclconf() {
-  ensure_build gpu || return
+  ensure_nccl_abi || return
   step build-ncclconf 240 cmake --build build/gpu -j"$(nproc)" --target nccl_abi_test actorcc_nccl_adapt_gpu ||
     { FAILED=1; return; }
   # the reduction adapter (fp8, unsigned, PreMulSum incl. a device scalar in a replayed graph)

@@ -71,11 +71,8 @@ def sizes_of(args):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
 
 
 # ---- one rank ---------------------------------------------------------------------------------
@@ -102,19 +99,19 @@ def rank_main(args):
     rows, wrong = [], 0
     want_sum = world * (world + 1) / 2
 
+    def one_round(fn, n):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / n
+
     def timed(fn, n):
-        """Seconds per call: median over rounds of (n calls of fn, then sync) / n."""
+        """Seconds per call: the median over rounds of (n calls of fn, then sync) / n."""
         fn()
         sync()
-        rounds = []
-        for _ in range(args.rounds):
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            sync()
-            rounds.append((time.perf_counter() - t0) / n)
-        return statistics.median(rounds)
+        return statistics.median(one_round(fn, n) for _ in range(args.rounds))
 
     for nbytes in args.sizes:
         n = calls_for(nbytes, args)
@@ -361,7 +358,8 @@ def main():
     worlds = [int(w) for w in args.worlds.split(",")]
     device = torch.cuda.get_device_name(0) if ngpu else (platform.processor() or platform.machine())
     meta = {"schema": SCHEMA, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(), "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
+            "host": socket.gethostname(),
+            "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
             "gpus": ngpu, "torch": torch.__version__, "python": platform.python_version(),
             "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters,
             "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}

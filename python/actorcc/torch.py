@@ -7,7 +7,9 @@ Any init_method torch supports (env://, tcp://, a TCPStore passed as store=); al
 "cpu:gloo,cuda:actorcc". Subgroups (new_group) work the same way. The process group is a Python
 ProcessGroup (as torch's test_c10d_pypg builds one): every call goes straight to an
 actorcc.Communicator, so the C++ c10d machinery adds nothing to an actorcc call but the
-Python dispatch.
+Python dispatch. all_reduce of one tensor has a hot path straight into the extension with
+raw arguments (docs/torch.md has the per-call figures); under CUDA-graph capture every call
+is a captured kernel and wait() a captured stream dependency.
 
 How it maps onto actorcc:
 - One actorcc communicator per device type the group is used with (CPU tensors: the CPU
@@ -15,7 +17,8 @@ How it maps onto actorcc:
   such tensors: rank 0 creates its UniqueId and hands it over through the group's store, so
   nothing else is needed to form it (the ranks of a group make their calls in the same order).
 - Work objects (actorcc._torch_work): CPU calls run on one worker thread per group in issue
-  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller); CUDA
+  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller), except a
+  blocking call finding nothing queued, which runs in the caller's thread; CUDA
   calls are enqueued on the caller's current stream (where NCCL's backend uses its own stream
   and makes the current one wait); the result is ordered after the call on that stream either
   way, and wait() orders the stream current at wait() after it, as NCCL's does. A failed
@@ -68,6 +71,8 @@ _DTYPE_CODES = {getattr(torch, name): code for name, code in T.DTYPE_CODES.items
 _RED_CODES = {getattr(dist.ReduceOp, name): T.OP_CODES[ours] for name, ours in _OPS.items()
               if hasattr(dist.ReduceOp, name)}  # RedOpType -> actorcc::RedOp code
 _SUM = T.OP_CODES["sum"]
+# ReduceOp.op (its RedOpType) is what the map is keyed by; a torch without it takes the general path.
+_FAST = hasattr(dist.AllreduceOptions().reduceOp, "op")
 _ALL_REDUCE = T.ALL_REDUCE
 
 
@@ -336,7 +341,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         in this thread where torch waits on it at once and nothing is queued. Anything else takes
         the general path, which also makes every refusal."""
         t = tensors[0]
-        if len(tensors) == 1 and not self._deferred:
+        if len(tensors) == 1 and not self._deferred and _FAST:
             red = _RED_CODES.get(opts.reduceOp.op) if opts is not None else _SUM
             code = _DTYPE_CODES.get(t.dtype)
             if red is not None and code is not None and t.is_contiguous():

@@ -264,7 +264,7 @@ class DeviceWork(_Work):
         return True
 
     def is_completed(self):
-        done = bool((self._event or self._stream).query())
+        done = bool((self._event if self._event is not None else self._stream).query())
         if done:
             self._check()
         return done

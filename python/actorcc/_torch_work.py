@@ -20,10 +20,12 @@ and the future that DDP's comm hooks chain on completes with it as its exception
 from __future__ import annotations
 
 import _thread
+import atexit
 import collections
 import datetime
 import queue
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -184,6 +186,7 @@ class HostQueue:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name=f"actorcc-torch-r{self._rank}", daemon=True)
             self._thread.start()
+            _LIVE.add(self)
         self._submitted += 1
         self._items.put((call, works))
 
@@ -215,6 +218,19 @@ class HostQueue:
             self._items.put(None)
             self._thread.join()
             self._thread = None
+
+
+# Queues with a thread: at interpreter exit their queued calls finish first (as a thread
+# pool's do), before the threads of the interpreter are stopped.
+_LIVE = weakref.WeakSet()
+
+
+def _finish_queues():
+    for q in list(_LIVE):
+        q.shutdown()
+
+
+getattr(threading, "_register_atexit", atexit.register)(_finish_queues)
 
 
 # The torch.cuda.Stream of each current stream, by torch's (stream id, device, device type)

@@ -18,6 +18,7 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
                           "-n", "20", "-r", "1", "--timeout", "60", "--variant-timeout", "120", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "world 2: time per dist.all_reduce call" in out.stdout
     doc = json.loads((tmp_path / "torch_bench.json").read_text())
     assert doc["meta"]["schema"] == "actorcc-torch-bench/1" and not doc["notes"], doc["notes"]
     got = {(r["variant"], r["bytes"]) for r in doc["rows"]}
@@ -25,5 +26,8 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
     for r in doc["rows"]:
         assert r["world"] == 2 and r["sync_us"] > 0 and r["async_us"] > 0, r
         assert ("raw_us" in r) == (r["variant"] == "actorcc"), r
+    try:
+        import matplotlib  # noqa: F401  draws the plot; the JSON is written without it
+    except ImportError:
+        return
     assert (tmp_path / "torch_bench.png").stat().st_size > 0
-    assert "world 2: time per dist.all_reduce call" in out.stdout

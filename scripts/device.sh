@@ -67,7 +67,17 @@
 #               different NCCL_HOSTID per rank): the collective matrix, DDP (plain and with a comm
 #               hook) and FSDP2 against a single-process reference, the time of a DDP step and
 #               of dist.all_reduce from 4 KiB to 16 MiB (tests/python/torch_device.py; JSON in
-#               torch.json); reuses the build phase's folder and builds only the extension
+#               torch.json); then (<= 60 s) torch.cuda.graph capture of all_reduce (blocking, and
+#               async_op waited on from another stream), all_gather_into_tensor,
+#               reduce_scatter_tensor, broadcast and batch_isend_irecv on "actorcc", 2 ranks sharing
+#               GPU 0, each graph replayed 1000 times with fresh inputs and checked
+#               (tests/python/test_torch_graphs.py); reuses the build phase's folder and builds
+#               only the extension
+#   torchbench  (<= 150 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
+#               events, CUDA graph) 4 KiB to 16 MiB, world 1 on GPU 0: "actorcc", "nccl", "nccl"
+#               with actorcc's libnccl.so.2 preloaded (where built) and the raw
+#               actorcc.Communicator call; then world 2 sharing GPU 0 (actorcc only). JSON, PNG
+#               and the table in $OUT/torchbench/
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
@@ -363,6 +373,22 @@ phase_torch() {
     --json "$OUT/torch.json" || FAILED=1
   grep -h -A8 "^ *actorcc *nccl" "$OUT/logs/torch-backend.log"
   grep -h "^TORCH-DEVICE" "$OUT/logs/torch-backend.log" | tee -a "$SUMMARY"
+  step torch-graphs 60 env PYTHONPATH="$PKG" python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_torch_graphs.py || FAILED=1
+  echo "torch-graphs: $(tail -1 "$OUT/logs/torch-graphs.log")" | tee -a "$SUMMARY"
+}
+
+# The per-call cost of the torch backend against NCCL's (issue 30's bar: "actorcc" sync and
+# async_op at most "nccl" at 4 KiB, 64 KiB and 1 MiB, world 1).
+phase_torchbench() {
+  ensure_python_ext || return
+  ensure_nccl_abi || true  # the "nccl on actorcc's library" variant (ACTORCC_NCCL_ABI_LIB); skipped without it
+  mkdir -p "$OUT/torchbench"
+  step torchbench-w1 100 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
+    -n 2000 -r 5 --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
+  step torchbench-w2-shared 45 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
+    --variants actorcc -n 300 -r 3 --variant-timeout 35 -o "$OUT/torchbench" --name world2-shared || FAILED=1
+  cat "$OUT/logs/torchbench-w1.log" "$OUT/logs/torchbench-w2-shared.log" | grep -v "^# wrote" | tee -a "$SUMMARY"
 }
 
 phase_tune() {
@@ -613,7 +639,7 @@ nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
     build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | \
-      ncclconf | ncclabi | nccltests | ncclclients | reportshape)
+      torchbench | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
       "phase_$p" ;;
     nccl) for q in ncclconf ncclabi nccltests ncclclients reportshape; do "phase_$q"; done ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;

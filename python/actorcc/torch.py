@@ -7,7 +7,9 @@ Any init_method torch supports (env://, tcp://, a TCPStore passed as store=); al
 "cpu:gloo,cuda:actorcc". Subgroups (new_group) work the same way. The process group is a Python
 ProcessGroup (as torch's test_c10d_pypg builds one): every call goes straight to an
 actorcc.Communicator, so the C++ c10d machinery adds nothing to an actorcc call but the
-Python dispatch.
+Python dispatch. all_reduce of one tensor has a hot path straight into the extension with
+raw arguments (docs/torch.md has the per-call figures); under CUDA-graph capture every call
+is a captured kernel and wait() a captured stream dependency.
 
 How it maps onto actorcc:
 - One actorcc communicator per device type the group is used with (CPU tensors: the CPU
@@ -15,7 +17,8 @@ How it maps onto actorcc:
   such tensors: rank 0 creates its UniqueId and hands it over through the group's store, so
   nothing else is needed to form it (the ranks of a group make their calls in the same order).
 - Work objects (actorcc._torch_work): CPU calls run on one worker thread per group in issue
-  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller); CUDA
+  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller), except a
+  blocking call finding nothing queued, which runs in the caller's thread; CUDA
   calls are enqueued on the caller's current stream (where NCCL's backend uses its own stream
   and makes the current one wait); the result is ordered after the call on that stream either
   way, and wait() orders the stream current at wait() after it, as NCCL's does. A failed
@@ -53,7 +56,7 @@ import torch.distributed as dist
 
 from . import _tensors as T
 from ._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
-from ._torch_work import DeviceWork, DoneWork, HostQueue, HostWork, _Work
+from ._torch_work import DeviceWork, DoneWork, HostQueue, HostWork, current_stream, record_event
 from .communicator import Communicator
 
 __all__ = ["BACKEND_NAME", "register", "ActorccProcessGroup"]
@@ -61,6 +64,22 @@ __all__ = ["BACKEND_NAME", "register", "ActorccProcessGroup"]
 BACKEND_NAME = "actorcc"
 _STORE_KEY = "actorcc_uid"
 _OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "avg"}
+
+
+# The per-call maps of the fast paths, keyed by torch's own objects (no string work per call).
+_DTYPE_CODES = {getattr(torch, name): code for name, code in T.DTYPE_CODES.items() if hasattr(torch, name)}
+_RED_CODES = {getattr(dist.ReduceOp, name): T.OP_CODES[ours] for name, ours in _OPS.items()
+              if hasattr(dist.ReduceOp, name)}  # RedOpType -> actorcc::RedOp code
+_SUM = T.OP_CODES["sum"]
+# ReduceOp.op (its RedOpType) is what the map is keyed by; a torch without it takes the general path.
+_FAST = hasattr(dist.AllreduceOptions().reduceOp, "op")
+_ALL_REDUCE = T.ALL_REDUCE
+
+
+def _blocking(opts):
+    """Whether torch waits on this call's Work at once (dist.* without async_op: torch 2.7 and
+    later say so in opts.asyncOp; before, every call counts as asynchronous)."""
+    return opts is not None and getattr(opts, "asyncOp", True) is False
 
 
 def _op_name(op):
@@ -94,11 +113,13 @@ def _device_routed(method):
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        self._flush_p2p()  # deferred sends and receives go first, in call order
-        t = _first_tensor(args)
-        other = self._cpu_backend() if t is not None and not t.is_cuda else None
-        if other is not None:
-            return getattr(other, name)(*args, **kwargs)
+        if self._deferred:
+            self._flush_p2p()  # deferred sends and receives go first, in call order
+        if self._routes_cpu():
+            t = _first_tensor(args)
+            other = self._cpu_backend() if t is not None and not t.is_cuda else None
+            if other is not None:
+                return getattr(other, name)(*args, **kwargs)
         return method(self, *args, **kwargs)
     return call
 
@@ -115,13 +136,13 @@ def _cpu_backend_name(pg):
     return None
 
 
-class _DeferredP2P(_Work):
+class _DeferredP2P(HostWork):
     """A send or recv not yet issued (see ActorccProcessGroup._flush_p2p): wait() issues it
     with every other deferred one and then waits for that batch; its future completes with
     the batch's outcome."""
 
     def __init__(self, pg, result):
-        super().__init__(result)
+        super().__init__(result, pg._rank_)
         self._pg, self._batch = pg, None
 
     def _issued(self, batch):
@@ -163,6 +184,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
         self._deferred = []  # (kind, tensor, peer, work): sends and receives not yet issued
         self._cpu_other = None  # (the CPU backend of a cpu:<other>,cuda:actorcc group,) once known
+        self._cpu_route = None  # whether the group's backend string sends CPU tensors elsewhere
         self._queue = None  # the HostQueue of the group's CPU calls, made by the first one
 
     # ---- identity ---------------------------------------------------------------------------
@@ -200,6 +222,13 @@ class ActorccProcessGroup(dist.ProcessGroup):
                 self._comms[kind] = Communicator(uid, self._rank_, self._size_, device=device,
                                                  timeout=self._timeout or None, join_timeout=self._timeout or None)
             return self._comms[kind]
+
+    def _routes_cpu(self):
+        """Whether CPU tensors may go to another backend (cpu:gloo,cuda:actorcc); asked once."""
+        route = self._cpu_route
+        if route is None:
+            route = self._cpu_route = _cpu_backend_name(self) is not None
+        return route
 
     def _cpu_backend(self):
         """The backend of a cpu:gloo,cuda:actorcc group's CPU tensors, made on its first CPU call
@@ -250,17 +279,28 @@ class ActorccProcessGroup(dist.ProcessGroup):
         return tensors[0]
 
     # ---- issuing ----------------------------------------------------------------------------
-    def _issue(self, ref, call, result):
+    def _issue(self, ref, call, result, opts=None):
         """Runs call(comm) on the communicator of `ref`'s device type and returns its Work:
-        CPU calls go to the group's queue (their Work raises their error), CUDA calls are
-        enqueued on the current stream now (see actorcc._torch_work)."""
+        CPU calls go to the group's queue (their Work raises their error), or run now where torch
+        waits on them at once and nothing is queued; CUDA calls are enqueued on the current stream
+        now (see actorcc._torch_work)."""
         comm = self._comm(ref)
         if not ref.is_cuda:
+            queue = self._host_queue()
+            if _blocking(opts) and queue.idle():
+                return queue.run_here(lambda: call(comm), result)
             work = HostWork(result, self._rank_)
-            self._host_queue().submit(lambda: call(comm), [work])
+            queue.submit(lambda: call(comm), [work])
             return work
         call(comm)
-        return DeviceWork(result, ref.device, comm.check)
+        return self._device_work(ref.get_device(), comm, result, opts)
+
+    @staticmethod
+    def _device_work(device, comm, result, opts):
+        """The Work of a CUDA call just enqueued on the current stream of `device`: with an event
+        after it unless torch waits on it at once (then on the same stream)."""
+        stream = current_stream(device)[0]
+        return DeviceWork(result, device, stream, comm._c.check, None if _blocking(opts) else record_event(stream))
 
     def _routed_elsewhere(self, t):
         """Whether tensor t goes to the group's other CPU backend (cpu:gloo,cuda:actorcc)."""
@@ -274,6 +314,9 @@ class ActorccProcessGroup(dist.ProcessGroup):
         return DoneWork(outputs)
 
     def _host_queue(self):
+        q = self._queue
+        if q is not None:
+            return q
         with self._lock:
             if self._queue is None:
                 self._queue = HostQueue(self._rank_)
@@ -287,7 +330,46 @@ class ActorccProcessGroup(dist.ProcessGroup):
         def call(comm):
             for t in tensors:
                 comm.all_reduce(t, op=op)
-        return self._issue(tensors[0], call, tensors)
+        return self._issue(tensors[0], call, tensors, opts)
+
+    _allreduce = allreduce  # the general path, under the name torch routes by
+
+    def allreduce(self, tensors, opts=None):
+        """The hot path (one contiguous tensor of a supported dtype and op, the group's
+        communicator made, nothing deferred): straight into the extension with raw arguments (no
+        DLPack, no descriptor tuple, no routing), a CUDA call onto the current stream, a CPU call
+        in this thread where torch waits on it at once and nothing is queued. Anything else takes
+        the general path, which also makes every refusal."""
+        t = tensors[0]
+        if len(tensors) == 1 and not self._deferred and _FAST:
+            red = _RED_CODES.get(opts.reduceOp.op) if opts is not None else _SUM
+            code = _DTYPE_CODES.get(t.dtype)
+            if red is not None and code is not None and t.is_contiguous():
+                if t.is_cuda:
+                    comm = self._comms.get("cuda")
+                    if comm is not None:
+                        dev = t.get_device()
+                        stream, raw = current_stream(dev)
+                        try:
+                            comm._inplace(_ALL_REDUCE, t.data_ptr(), t.numel(), code, T.DEV_CUDA, dev, red, 0, raw)
+                        except InvalidArgumentError as e:
+                            comm._refuse(e)  # as the communicator's own calls refuse
+                            raise
+                        return DeviceWork(tensors, dev, stream, comm._c.check,
+                                          None if _blocking(opts) else record_event(stream))
+                elif self._cpu_route is False and _blocking(opts):
+                    comm = self._comms.get("cpu")
+                    queue = self._queue
+                    if comm is not None and (queue is None or queue.idle()):
+                        try:
+                            comm._inplace(_ALL_REDUCE, t.data_ptr(), t.numel(), code, T.DEV_CPU, 0, red, 0, 0)
+                        except InvalidArgumentError as e:
+                            comm._refuse(e)
+                            return HostWork(tensors, self._rank_, e)
+                        except Exception as e:  # noqa: BLE001 - raised by the Work, as a queued call's
+                            return HostWork(tensors, self._rank_, e)
+                        return HostWork(tensors, self._rank_, None)
+        return self._allreduce(tensors, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -297,13 +379,13 @@ class ActorccProcessGroup(dist.ProcessGroup):
         def call(comm):
             for t in tensors:
                 comm.broadcast(t, root=opts.rootRank)
-        return self._issue(tensors[0], call, tensors)
+        return self._issue(tensors[0], call, tensors, opts)
 
     @_device_routed
     def reduce(self, tensors, opts):
         t = self._check_one(tensors, "reduce")
         root, op = opts.rootRank, self._op(opts, t)
-        return self._issue(t, lambda comm: comm.reduce(t, root=root, op=op), tensors)
+        return self._issue(t, lambda comm: comm.reduce(t, root=root, op=op), tensors, opts)
 
     @_device_routed
     def allgather(self, output_lists, tensors, opts=None):
@@ -318,7 +400,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     @_device_routed
     def _allgather_base(self, output, tensor, opts=None):
-        return self._issue(tensor, lambda comm: comm.all_gather(_flat(tensor), out=_flat(output)), [output])
+        return self._issue(tensor, lambda comm: comm.all_gather(_flat(tensor), out=_flat(output)), [output], opts)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         if self._routed_elsewhere(inputs[0]):  # gloo has no coalesced form in every torch version
@@ -341,7 +423,8 @@ class ActorccProcessGroup(dist.ProcessGroup):
     @_device_routed
     def _reduce_scatter_base(self, output, tensor, opts=None):
         op = self._op(opts, tensor)
-        return self._issue(tensor, lambda comm: comm.reduce_scatter(_flat(tensor), out=_flat(output), op=op), [output])
+        return self._issue(tensor, lambda comm: comm.reduce_scatter(_flat(tensor), out=_flat(output), op=op), [output],
+                           opts)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         if self._routed_elsewhere(inputs[0]):
@@ -362,7 +445,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
             kind = "cuda" if torch.cuda.is_available() else "cpu"
         ref = torch.empty(0, device=kind)
         if kind == "cpu":
-            return self._issue(ref, lambda comm: comm.barrier(), [])
+            return self._issue(ref, lambda comm: comm.barrier(), [], opts)
         # dist.barrier() on CUDA returns once the device has passed it, as the NCCL backend's.
         work = self._issue(ref, lambda comm: comm.barrier(stream=torch.cuda.current_stream()), [])
         work._event.synchronize()

@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""torch.distributed per-call cost of backend "actorcc" against "nccl" (GPU) and "gloo" (CPU),
+in the same run, on the same machine.
+
+    python3 bench/torch_bench.py --device cuda --worlds 1,2 -o bench/results/RUN
+    python3 bench/torch_bench.py --device cpu --worlds 1,2,4 -o bench/results/RUN
+
+Variants (--variants, default: every one that applies to the device):
+  actorcc        init_process_group("actorcc"), CPU or CUDA tensors
+  gloo           (CPU) torch's gloo backend
+  nccl           (CUDA) torch's NCCL backend
+  nccl-actorcc   (CUDA) the NCCL backend with actorcc's libnccl.so.2 preloaded (path from
+                 `python -m actorcc.nccl --path` or ACTORCC_NCCL_ABI_LIB; skipped with a note
+                 where neither names a file)
+Each variant and world runs in its own group of processes (a preload must be there from the
+start). Ranks that outnumber the GPUs share them (ACTORCC_CUDA_SHARE_GPU=1): actorcc only,
+as NCCL refuses two ranks on one GPU, so the NCCL variants run only where each rank has a GPU.
+
+What is timed (dist.all_reduce of float32, SUM, sizes -b..-e by -f; -n calls per round, the
+median of -r rounds, every rank's figure gathered and the largest kept):
+  sync      per-call host time: n back-to-back dist.all_reduce(x), one sync at the end
+            (CUDA: torch.cuda.synchronize(); CPU: the calls are synchronous), divided by n
+  async     the same with async_op=True, every Work waited on at the end
+  event     (CUDA) the time between CUDA events around the n sync calls, divided by n
+  graph     (CUDA) n calls captured in one torch.cuda.graph, replayed: time per call
+  raw       (actorcc) the group's own actorcc.Communicator.all_reduce on the same tensor
+            (CPU: the same call without torch.distributed)
+The results are checked (every rank's input is rank + 1, the sum world * (world + 1) / 2).
+
+Output: a table like nccl-tests' per world, JSON (schema actorcc-torch-bench/1) and a PNG plot
+in the folder of -o.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SCHEMA = "actorcc-torch-bench/1"
+MODES = ("sync", "async", "event", "graph", "raw")
+
+
+def parse_size(s):
+    s = s.strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
+    return int(float(s[:-1] if s[-1:] in "KMG" else s) * mult)
+
+
+def fmt_bytes(b):
+    for unit in ("B", "KB", "MB", "GB"):
+        if b < 1024 or unit == "GB":
+            return f"{b:g} {unit}"
+        b /= 1024
+    return str(b)
+
+
+def sizes_of(args):
+    out, b = [], parse_size(args.min_bytes)
+    while b <= parse_size(args.max_bytes):
+        out.append(b)
+        b *= args.factor
+    return out
+
+
+def free_port():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+# ---- one rank ---------------------------------------------------------------------------------
+def calls_for(nbytes, args):
+    """Calls per round at this size: -n, fewer for large messages (bounded bytes per round)."""
+    return max(args.min_iters, min(args.iters, int(args.bytes_per_round // max(nbytes, 1))))
+
+
+def rank_main(args):
+    import torch
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    cuda = args.device == "cuda"
+    backend = {"actorcc": "actorcc", "gloo": "gloo", "nccl": "nccl", "nccl-actorcc": "nccl"}[args.variant]
+    if backend == "actorcc":
+        import actorcc.torch  # noqa: F401  registers the backend
+    if cuda:
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
+    pg = dist.distributed_c10d._get_default_group()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    rows, wrong = [], 0
+    want_sum = world * (world + 1) / 2
+
+    def one_round(fn, n):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / n
+
+    def timed(fn, n):
+        """Seconds per call: the median over rounds of (n calls of fn, then sync) / n."""
+        fn()
+        sync()
+        return statistics.median(one_round(fn, n) for _ in range(args.rounds))
+
+    for nbytes in args.sizes:
+        n = calls_for(nbytes, args)
+        x = torch.empty(nbytes // 4, dtype=torch.float32, device=dev)
+        row = {"bytes": nbytes, "iters": n}
+
+        # correctness first: one call on a known input
+        x.fill_(rank + 1)
+        dist.all_reduce(x)
+        sync()
+        if not bool((x == want_sum).all()):
+            wrong += 1
+        x.fill_(1.0 / (1 << 20))  # repeated sums stay finite and exact enough
+
+        row["sync"] = timed(lambda: dist.all_reduce(x), n)
+
+        def async_round(k=n):
+            works = [dist.all_reduce(x, async_op=True) for _ in range(k)]
+            for w in works:
+                w.wait()
+        row["async"] = timed(lambda: async_round(), 1) / n if n > 1 else timed(lambda: async_round(1), 1)
+
+        if cuda:
+            starts, ends = [], []
+            for _ in range(args.rounds):
+                dist.barrier()
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                for _ in range(n):
+                    dist.all_reduce(x)
+                e.record()
+                starts.append(s)
+                ends.append(e)
+            torch.cuda.synchronize()
+            row["event"] = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3 / n
+            row["graph"] = graph_time(torch, dist, x, n, args, rank, world)
+            if row["graph"] is None:
+                row.pop("graph")
+                row["graph_error"] = graph_time.last_error
+        if backend == "actorcc":
+            comm = pg._comm(x)
+            row["raw"] = timed(lambda: comm.all_reduce(x), n)
+        rows.append(row)
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"rank": rank, "rows": rows, "wrong": wrong}
+
+
+def graph_time(torch, dist, x, n, args, rank, world):
+    """Seconds per call of dist.all_reduce captured in a CUDA graph (k calls in one graph,
+    replayed). A one-call graph is checked first (input rank + 1 -> the sum, replayed with a
+    fresh input). None (and graph_time.last_error) where capture or the check failed."""
+    k = min(n, args.graph_calls)
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm-up outside the capture, as torch.cuda.graph asks
+            dist.all_reduce(x)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        one = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(one):
+            dist.all_reduce(x)
+        for base in (rank + 1, 2 * rank + 3):
+            x.fill_(base)
+            one.replay()
+            torch.cuda.synchronize()
+            want = sum(2 * r + 3 if base != rank + 1 else r + 1 for r in range(world))
+            if not bool((x == want).all()):
+                graph_time.last_error = f"wrong result after replay: {x[:4].tolist()} (want {want})"
+                return None
+        x.zero_()  # the timed graph sums zeros: stays finite
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(k):
+                dist.all_reduce(x)
+        reps = max(1, n // k)
+        rounds = []
+        for _ in range(args.rounds):
+            dist.barrier()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                g.replay()
+            torch.cuda.synchronize()
+            rounds.append((time.perf_counter() - t0) / (reps * k))
+        return statistics.median(rounds)
+    except Exception as e:  # noqa: BLE001 - reported in the results
+        graph_time.last_error = f"{type(e).__name__}: {e}"
+        return None
+
+
+graph_time.last_error = None
+
+
+# ---- the driver -------------------------------------------------------------------------------
+def nccl_abi_lib():
+    """actorcc's libnccl.so.2 (or None, with why)."""
+    env = os.environ.get("ACTORCC_NCCL_ABI_LIB")
+    if env:
+        return (env, None) if os.path.isfile(env) else (None, f"ACTORCC_NCCL_ABI_LIB={env} is not a file")
+    try:
+        out = subprocess.run([sys.executable, "-m", "actorcc.nccl", "--path"], capture_output=True, text=True,
+                             timeout=60)
+    except Exception as e:  # noqa: BLE001
+        return None, f"python -m actorcc.nccl --path: {e}"
+    path = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
+    if path and os.path.isfile(path):
+        return path, None
+    why = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    return None, f"no actorcc libnccl.so.2 (python -m actorcc.nccl --path: {why}; ACTORCC_NCCL_ABI_LIB unset)"
+
+
+def run_variant(variant, world, args, ngpu):
+    """Starts `world` ranks of one variant; returns (merged rows, note)."""
+    env = dict(os.environ)
+    if args.device == "cuda" and world > ngpu:
+        if variant != "actorcc":
+            return None, f"skipped: {world} ranks on {ngpu} GPU(s) (NCCL refuses ranks sharing a GPU)"
+        env["ACTORCC_CUDA_SHARE_GPU"] = "1"
+    if variant == "nccl-actorcc":
+        lib, why = nccl_abi_lib()
+        if lib is None:
+            return None, f"skipped: {why}"
+        env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="torch_bench_")
+    procs = []
+    for r in range(world):
+        e = dict(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
+        cmd = [sys.executable, os.path.abspath(__file__), "--rank-of", variant, "--port", str(port),
+               "--out", os.path.join(tmp, f"r{r}.json")] + args.forward
+        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    deadline = time.monotonic() + args.variant_timeout
+    logs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+            logs.append(out)
+            return None, f"FAILED: timed out after {args.variant_timeout} s; rank output: {out[-600:]}"
+        logs.append(out)
+    bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
+    if bad:
+        r = bad[0][0]
+        return None, f"FAILED: rank {r} exit {bad[0][1]}: {logs[r][-1200:]}"
+    per_rank = []
+    for r in range(world):
+        with open(os.path.join(tmp, f"r{r}.json")) as f:
+            per_rank.append(json.load(f))
+    rows = []
+    for i, row in enumerate(per_rank[0]["rows"]):
+        merged = {"variant": variant, "world": world, "bytes": row["bytes"], "iters": row["iters"]}
+        for m in MODES:
+            vals = [pr["rows"][i][m] for pr in per_rank if m in pr["rows"][i]]
+            if vals:
+                merged[m + "_us"] = max(vals) * 1e6  # the slowest rank sets the pace
+        err = [pr["rows"][i]["graph_error"] for pr in per_rank if "graph_error" in pr["rows"][i]]
+        if err:
+            merged["graph_error"] = err[0]
+        rows.append(merged)
+    wrong = sum(pr["wrong"] for pr in per_rank)
+    return rows, (f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
+
+
+def print_table(rows, world, out):
+    cols = [m for m in MODES if any(m + "_us" in r for r in rows)]
+    head = f"{'variant':>13} {'size':>9} " + " ".join(f"{m + ' us':>10}" for m in cols)
+    print(f"# world {world}: time per dist.all_reduce call (float32 sum), slowest rank", file=out)
+    print("#" + head, file=out)
+    for r in rows:
+        vals = " ".join(f"{r[m + '_us']:>10.2f}" if m + "_us" in r else f"{'-':>10}" for m in cols)
+        print(f" {r['variant']:>13} {fmt_bytes(r['bytes']):>9} {vals}", file=out)
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    worlds = sorted({r["world"] for r in result["rows"]})
+    fig, axes = plt.subplots(1, len(worlds), figsize=(6 * len(worlds), 4.5), squeeze=False)
+    for ax, w in zip(axes[0], worlds):
+        rows = [r for r in result["rows"] if r["world"] == w]
+        for v in sorted({r["variant"] for r in rows}):
+            for m in ("sync", "async", "graph", "raw"):
+                pts = [(r["bytes"], r[m + "_us"]) for r in rows if r["variant"] == v and m + "_us" in r]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", linestyle="-" if m == "sync" else "--", label=f"{v} {m}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message (bytes)")
+        ax.set_ylabel("time per call (us)")
+        ax.set_title(f"{result['meta']['device']} - world {w}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"dist.all_reduce per call, torch {result['meta']['torch']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when torch sees a GPU")
+    p.add_argument("--worlds", default="1,2", help="comma list of process counts")
+    p.add_argument("--variants", default="", help="comma list (default: all for the device)")
+    p.add_argument("-b", "--min-bytes", default="4K")
+    p.add_argument("-e", "--max-bytes", default="16M")
+    p.add_argument("-f", "--factor", type=int, default=16)
+    p.add_argument("-n", "--iters", type=int, default=2000, help="calls per round (fewer for large sizes)")
+    p.add_argument("--min-iters", type=int, default=5)
+    p.add_argument("--bytes-per-round", type=float, default=256e6, help="caps calls per round at large sizes")
+    p.add_argument("-r", "--rounds", type=int, default=5)
+    p.add_argument("--graph-calls", type=int, default=100, help="calls captured in one graph")
+    p.add_argument("--timeout", type=float, default=120, help="the groups' timeout (s)")
+    p.add_argument("--variant-timeout", type=float, default=300, help="cap per variant and world (s)")
+    p.add_argument("-o", "--out", default="", help="result folder (JSON + PNG)")
+    p.add_argument("--name", default="torch_bench", help="file name stem in the folder")
+    p.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args, _ = p.parse_known_args()
+    if args.device is None:
+        import torch
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.sizes = sizes_of(args)
+    if args.rank_of:
+        args.variant = args.rank_of
+        res = rank_main(args)
+        with open(args.out, "w") as f:
+            json.dump(res, f)
+        return 0
+
+    args.forward = ["--device", args.device, "-b", args.min_bytes, "-e", args.max_bytes, "-f", str(args.factor),
+                    "-n", str(args.iters), "--min-iters", str(args.min_iters), "--bytes-per-round",
+                    str(args.bytes_per_round), "-r", str(args.rounds), "--graph-calls", str(args.graph_calls),
+                    "--timeout", str(args.timeout)]
+    import torch
+    ngpu = torch.cuda.device_count() if args.device == "cuda" else 0
+    variants = [v for v in args.variants.split(",") if v] or (
+        ["actorcc", "nccl", "nccl-actorcc"] if args.device == "cuda" else ["actorcc", "gloo"])
+    worlds = [int(w) for w in args.worlds.split(",")]
+    device = torch.cuda.get_device_name(0) if ngpu else (platform.processor() or platform.machine())
+    meta = {"schema": SCHEMA, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
+            "gpus": ngpu, "torch": torch.__version__, "python": platform.python_version(),
+            "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters,
+            "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}
+    try:
+        import actorcc
+        meta["actorcc"] = getattr(actorcc._actorcc, "__version__", "?")
+    except ImportError:
+        pass
+    result = {"meta": meta, "rows": [], "notes": []}
+    failed = False
+    print(f"# torch {meta['torch']}, {meta['device']}, {ngpu} GPU(s); variants {','.join(variants)}; "
+          f"worlds {','.join(map(str, worlds))}")
+    for w in worlds:
+        rows_w = []
+        for v in variants:
+            t0 = time.monotonic()
+            rows, note = run_variant(v, w, args, ngpu)
+            if note:
+                result["notes"].append(f"{v} world {w}: {note}")
+                print(f"# {v} world {w}: {note}")
+                failed |= note.startswith(("FAILED", "WRONG"))
+            if rows:
+                rows_w += rows
+                print(f"# {v} world {w}: {time.monotonic() - t0:.0f} s")
+        result["rows"] += rows_w
+        if rows_w:
+            print_table(rows_w, w, sys.stdout)
+        sys.stdout.flush()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        stem = os.path.join(args.out, args.name)
+        with open(stem + ".json", "w") as f:
+            json.dump(result, f, indent=1)
+        try:
+            plot(result, stem + ".png")
+        except Exception as e:  # noqa: BLE001 - the JSON is the result; the plot is a view of it
+            print(f"# plot failed: {e}")
+        print(f"# wrote {stem}.json and .png")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

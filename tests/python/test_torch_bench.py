@@ -1,0 +1,33 @@
+"""bench/torch_bench.py on CPU tensors (actorcc against gloo, 2 processes, one size): it runs,
+checks its results, and writes its JSON and plot. Skipped where torch is not installed."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "bench", "torch_bench.py")
+
+
+def test_cpu_run_writes_json_and_plot(tmp_path):
+    out = subprocess.run([sys.executable, BENCH, "--device", "cpu", "--worlds", "2", "-b", "4K", "-e", "64K",
+                          "-n", "20", "-r", "1", "--timeout", "60", "--variant-timeout", "120", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "world 2: time per dist.all_reduce call" in out.stdout
+    doc = json.loads((tmp_path / "torch_bench.json").read_text())
+    assert doc["meta"]["schema"] == "actorcc-torch-bench/1" and not doc["notes"], doc["notes"]
+    got = {(r["variant"], r["bytes"]) for r in doc["rows"]}
+    assert got == {(v, b) for v in ("actorcc", "gloo") for b in (4096, 65536)}, got
+    for r in doc["rows"]:
+        assert r["world"] == 2 and r["sync_us"] > 0 and r["async_us"] > 0, r
+        assert ("raw_us" in r) == (r["variant"] == "actorcc"), r
+    try:
+        import matplotlib  # noqa: F401  draws the plot; the JSON is written without it
+    except ImportError:
+        return
+    assert (tmp_path / "torch_bench.png").stat().st_size > 0

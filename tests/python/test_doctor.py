@@ -445,7 +445,7 @@ def test_ray_doctor_runs_in_each_actor():
     if _extension() is None:
         pytest.skip("actorcc extension not built (actorcc.Communicator missing)")
     from actorcc.doctor import ray_hook
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         @ray.remote(num_cpus=0)
         class Actor:

@@ -694,3 +694,20 @@ def test_report_prints_as_the_cli_text():
     assert str(rep) == report.render(rep) == repr(rep)
     assert rep["mode"] == "local" and isinstance(rep, dict)  # existing callers index it
     assert json.loads(json.dumps(rep))["summary"] == rep["summary"]
+
+
+def test_cli_group_mode_under_torchrun_needs_no_flag():
+    # torchrun's MASTER_PORT is its own store's: rank 0 hands a UniqueId over through that store.
+    if _extension() is None:
+        pytest.skip("the actorcc extension is not built")
+    pytest.importorskip("torch.distributed.run")
+    env = dict(os.environ, **_clean_env())
+    for k in LAUNCHER_VARS:
+        env.pop(k)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "actorcc.doctor",
+                        "--no-vmm", "--no-bandwidth", "--join-timeout", "60"], env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("actorcc-doctor (group, 2 ranks on 1 node(s))") == 1, p.stdout
+    assert "actorcc-doctor rank 1:" in p.stdout and "full report on rank 0" in p.stdout, p.stdout
+    assert p.stderr.count("joining through the id rank 0 puts in torchrun's store") == 2, p.stderr

@@ -458,6 +458,7 @@ def test_ray_doctor_runs_in_each_actor():
     finally:
         ray.shutdown()
     assert [f["host"]["pid"] for f in rep["facts"]["ranks"]] == pids  # facts come from the actors
+    assert str(rep) == report.render(rep) and str(rep).startswith("actorcc-doctor (group, 2 ranks"), str(rep)
     found = {f["rule"]: f for f in rep["findings"]}
     assert "NCCL_P2P_DISABLE" in found["nccl-env-mismatch"]["evidence"]
     assert found["nccl-env-mismatch"]["severity"] == "error"

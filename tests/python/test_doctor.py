@@ -701,7 +701,9 @@ def test_cli_group_mode_under_torchrun_needs_no_flag():
     # torchrun's MASTER_PORT is its own store's: rank 0 hands a UniqueId over through that store.
     if _extension() is None:
         pytest.skip("the actorcc extension is not built")
-    pytest.importorskip("torch.distributed.run")
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:  # not imported here: the doctor's NCCL probe ran in this process
+        pytest.skip("torch (torchrun) not installed")
     env = dict(os.environ, **_clean_env())
     for k in LAUNCHER_VARS:
         env.pop(k)

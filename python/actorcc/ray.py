@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
 from . import _tensors as T
@@ -51,6 +52,9 @@ __all__ = [
 ]
 
 BACKEND_NAME = "ACTORCC"
+
+# A driver waiting this long for the actors' joins says once why (their processes starting).
+NOTICE_AFTER_S = 3.0
 
 # Groups this process belongs to (inside an actor): name -> Communicator.
 _GROUPS = {}
@@ -154,6 +158,7 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
     Raises GroupJoinError naming the actors that did not join (an actor that dies while
     joining is reported at once; the others fail their join within join_timeout).
     """
+    started = time.monotonic()
     _ray()
     actors = list(actors)
     world = len(actors)
@@ -167,24 +172,43 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
     kwargs = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend, device=device)
     refs = [a.__ray_call__.remote(_join, name, str(uid), r, world, kwargs) for r, a in enumerate(actors)]
     return _await_joins(actors, refs, f"actorcc.ray.create_group({name!r})", join_timeout, grace,
-                        leave=lambda a: a.__ray_call__.remote(_leave, name))
+                        leave=lambda a: a.__ray_call__.remote(_leave, name), started=started)
 
 
-def _await_joins(actors, refs, what, join_timeout, grace, leave):
+def _say(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def _await_joins(actors, refs, what, join_timeout, grace, leave, started=None):
     """Waits for the join calls `refs` (one per actor, by rank) and returns their results, or
     raises GroupJoinError naming the actors that did not join. An actor that dies or cannot
     run its call is named as soon as Ray reports it (the others' joins then fail by
-    themselves within join_timeout); `leave(actor)` is sent to those that had joined."""
+    themselves within join_timeout); `leave(actor)` is sent to those that had joined. A wait
+    longer than NOTICE_AFTER_S is explained once on stderr (new actors' processes are still
+    starting: Ray's worker start and its import of ray and actorcc are the cost, seconds to tens
+    of seconds on a busy machine), and its end is timed."""
     ray = _ray()
     world = len(actors)
     index = {ref: r for r, ref in enumerate(refs)}
     results, reports, missing = {}, {}, {}
     pending = list(refs)
+    started = time.monotonic() if started is None else started
     deadline = time.monotonic() + join_timeout + grace
+    noticed = False
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
             break
+        if not noticed:
+            until_notice = started + NOTICE_AFTER_S - time.monotonic()
+            if until_notice <= 0:
+                noticed = True
+                _say(f"{what}: waiting for {len(pending)} of {world} actor(s) to join "
+                     f"({time.monotonic() - started:.1f} s so far): Ray is still starting their worker processes, "
+                     "each importing ray and actorcc; that start, not the join, is the cost (seconds, more on a "
+                     f"busy machine; bounded by join_timeout={join_timeout:g} s)")
+            else:
+                left = min(left, until_notice)
         ready, pending = ray.wait(pending, num_returns=1, timeout=left)
         for ref in ready:
             r = index[ref]
@@ -204,6 +228,8 @@ def _await_joins(actors, refs, what, join_timeout, grace, leave):
             reports[r] = f"still joining (its join fails by itself within join_timeout={join_timeout:.0f}s)"
         else:
             missing[r] = f"did not join within {join_timeout:.0f}s (busy, still starting, or hung)"
+    if noticed:
+        _say(f"{what}: {len(results)} of {world} actor(s) joined after {time.monotonic() - started:.1f} s")
     if not missing and len(results) == world:
         return [results[r] for r in range(world)]
     if not missing:
@@ -532,6 +558,7 @@ def create_collective_group(actors, group_name="default", *, timeout=None, join_
     Afterwards the actors use ray.util.collective.allreduce(..., group_name=group_name) etc.
     Failures as create_group: GroupJoinError naming the actors that did not join (a dead one
     at once)."""
+    started = time.monotonic()
     register_backend()
     actors = list(actors)
     uid = UniqueId.create(_node_ip() if host is None else host)
@@ -539,7 +566,7 @@ def create_collective_group(actors, group_name="default", *, timeout=None, join_
     refs = [a.__ray_call__.remote(_init_collective, group_name, str(uid), r, len(actors), {}, opts)
             for r, a in enumerate(actors)]
     return _await_joins(actors, refs, f"actorcc.ray.create_collective_group({group_name!r})", join_timeout, grace,
-                        leave=lambda a: a.__ray_call__.remote(_destroy_collective, group_name))
+                        leave=lambda a: a.__ray_call__.remote(_destroy_collective, group_name), started=started)
 
 
 def _destroy_collective(actor_self, group_name):

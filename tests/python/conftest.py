@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -7,6 +9,38 @@ import pytest
 # instead of the machine's interface address, so every test connection stays on 127.0.0.0/8.
 # Must be set before ray is imported; Ray's workers inherit it.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+# The tests' Ray instances are private: their sockets, logs and the "current cluster" file that
+# a plain ray.init() reads (<temp dir>/ray/ray_current_cluster, written by
+# ray.cluster_utils.Cluster) live in a temp dir of this session (RAY_TMPDIR, inherited by the
+# examples and helper processes the tests start), and RAY_ADDRESS is unset, so a user's own
+# ray.init() in another shell never attaches to a test cluster, nor a test to the user's.
+# Both are restored when the session ends. A short path: Ray's Unix sockets live under it.
+USER_RAY_ENV = {k: os.environ.get(k) for k in ("RAY_ADDRESS", "RAY_TMPDIR")}
+RAY_TMPDIR = tempfile.mkdtemp(prefix="actorcc-ray-", dir="/tmp")
+os.environ.pop("RAY_ADDRESS", None)
+os.environ["RAY_TMPDIR"] = RAY_TMPDIR
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for k, v in USER_RAY_ENV.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    shutil.rmtree(RAY_TMPDIR, ignore_errors=True)
+
+
+def user_env():
+    """The environment as the user's own shell has it (without the tests' Ray isolation)."""
+    env = dict(os.environ)
+    for k, v in USER_RAY_ENV.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:

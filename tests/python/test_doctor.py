@@ -483,7 +483,7 @@ def test_ray_doctor_runs_in_each_actor():
     if _extension() is None:
         pytest.skip("actorcc extension not built (actorcc.Communicator missing)")
     from actorcc.doctor import ray_hook
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         @ray.remote(num_cpus=0)
         class Actor:
@@ -496,6 +496,7 @@ def test_ray_doctor_runs_in_each_actor():
     finally:
         ray.shutdown()
     assert [f["host"]["pid"] for f in rep["facts"]["ranks"]] == pids  # facts come from the actors
+    assert str(rep) == report.render(rep) and str(rep).startswith("actorcc-doctor (group, 2 ranks"), str(rep)
     found = {f["rule"]: f for f in rep["findings"]}
     assert "NCCL_P2P_DISABLE" in found["nccl-env-mismatch"]["evidence"]
     assert found["nccl-env-mismatch"]["severity"] == "error"
@@ -663,3 +664,91 @@ def test_cli_group_missing_rank_is_a_finding_within_join_timeout():
     assert rep["findings"][0]["ranks"] == [1] and "could not connect" in rep["findings"][0]["evidence"]
     p = _cli("--uid", uid, "--rank", "1", "--world", "3", "--join-timeout", "0")
     assert p.returncode == 2 and "--join-timeout must be > 0" in p.stderr
+
+
+# ---------------------------------------------------------------- group mode from launcher variables
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")
+
+
+def _clean_env(**extra):
+    env = {k: "" for k in LAUNCHER_VARS}  # _cli merges into os.environ: blank what CI may have set
+    env.update(extra)
+    return env
+
+
+def test_cli_group_flags_without_a_rendezvous_are_refused_naming_what_to_add():
+    # `--rank 0 --world 2` alone used to run local mode silently.
+    p = _cli("--rank", "0", "--world", "2", "--no-vmm", env=_clean_env())
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    for needed in ("MASTER_ADDR", "MASTER_PORT", "--address HOST:PORT", "--uid create"):
+        assert needed in p.stderr, p.stderr
+    assert "missing: MASTER_ADDR, MASTER_PORT" in p.stderr, p.stderr
+    assert "Facts" not in p.stdout  # no local report passed off as the group's
+    p = _cli("--rank", "2", "--world", "2", env=_clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+    assert p.returncode == 2 and "rank 2 is not in a group of 2" in p.stderr, p.stderr
+
+
+def test_launcher_resolve_flags_win_over_variables():
+    from actorcc.doctor import launcher
+    env = {"RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    assert launcher.resolve(None, None, env) == {"rank": 1, "world": 4, "host": "10.0.0.1", "port": 29500,
+                                                 "via_store": False}
+    assert launcher.resolve(3, None, dict(env, TORCHELASTIC_USE_AGENT_STORE="True"))["rank"] == 3
+    with pytest.raises(launcher.Refusal, match="missing: --world or WORLD_SIZE, MASTER_PORT"):
+        launcher.resolve(0, None, {"MASTER_ADDR": "h"})
+
+
+def test_cli_group_mode_from_launcher_variables_two_ranks():
+    # Two processes with only RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set, no flag: rank 0 hosts
+    # the group on MASTER_ADDR:MASTER_PORT (loopback), both report the group of 2.
+    if _extension() is None:
+        pytest.skip("the actorcc extension is not built")
+    from conftest import free_port
+    port = str(free_port())
+    path = os.pathsep.join(p for p in (str(Path(PKG_DIR).parent), os.environ.get("PYTHONPATH")) if p)
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, PYTHONPATH=path, **_clean_env(RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                                               MASTER_PORT=port))
+        procs.append(subprocess.Popen([sys.executable, "-m", "actorcc.doctor", "--no-vmm", "--bw-sizes", "64K",
+                                       "--join-timeout", "60"], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    (out0, err0), (out1, err1) = outs
+    assert "actorcc-doctor (group, 2 ranks on 1 node(s))" in out0, (out0, err0)
+    assert "group from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT" in err0 and f"127.0.0.1:{port}" in err0, err0
+    assert "actorcc-doctor rank 1:" in out1 and "full report on rank 0" in out1, (out1, err1)
+    assert "Traceback" not in err0 + err1, err0 + err1
+
+
+def test_report_prints_as_the_cli_text():
+    rep = report.build("local", rules.evaluate_local(make_facts()), make_facts())
+    assert str(rep) == report.render(rep) == repr(rep)
+    assert rep["mode"] == "local" and isinstance(rep, dict)  # existing callers index it
+    assert json.loads(json.dumps(rep))["summary"] == rep["summary"]
+
+
+def test_cli_group_mode_under_torchrun_needs_no_flag():
+    # torchrun's MASTER_PORT is its own store's: rank 0 hands a UniqueId over through that store.
+    if _extension() is None:
+        pytest.skip("the actorcc extension is not built")
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:  # not imported here: the doctor's NCCL probe ran in this process
+        pytest.skip("torch (torchrun) not installed")
+    env = dict(os.environ, **_clean_env())
+    for k in LAUNCHER_VARS:
+        env.pop(k)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "actorcc.doctor",
+                        "--no-vmm", "--no-bandwidth", "--join-timeout", "60"], env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("actorcc-doctor (group, 2 ranks on 1 node(s))") == 1, p.stdout
+    assert "actorcc-doctor rank 1:" in p.stdout and "full report on rank 0" in p.stdout, p.stdout
+    assert p.stderr.count("joining through the id rank 0 puts in torchrun's store") == 2, p.stderr

@@ -26,7 +26,8 @@ def ray_session():
     paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
     # Everything on loopback; no dashboard; 4 CPUs as CI has room for.
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # address="local": always a new instance of the tests' own (conftest: a private RAY_TMPDIR)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
     assert ray.util.get_node_ip_address() == "127.0.0.1"  # conftest keeps Ray on loopback
     import ray_actors
     yield ray.remote(num_cpus=0)(ray_actors.Worker)
@@ -165,6 +166,20 @@ def test_ray_collective_backend(ray_session):
     actorcc.ray.register_backend_on(actors, timeout=30, join_timeout=60, backend="cpu")
     col.create_collective_group(actors, 4, [0, 1, 2, 3], backend="ACTORCC", group_name="decl")
     _check_col(ray.get([a.col_ops.remote("decl") for a in actors]))
+    for a in actors:
+        ray.kill(a)
+
+
+def test_forming_a_group_says_why_it_waits(ray_session, monkeypatch, capfd):
+    # Ray starting the actors' processes can take tens of seconds on a busy machine; the driver
+    # said nothing meanwhile. Now one line says what it waits for, one line how long it took.
+    monkeypatch.setattr(actorcc.ray, "NOTICE_AFTER_S", 0.0)
+    actors = [ray_session.remote() for _ in range(2)]
+    actorcc.ray.create_collective_group(actors, group_name="told", timeout=30, join_timeout=60, backend="cpu")
+    err = capfd.readouterr().err
+    assert err.count("actorcc.ray.create_collective_group('told'): waiting for ") == 1, err
+    assert "Ray is still starting their worker processes" in err, err
+    assert "2 of 2 actor(s) joined after " in err, err
     for a in actors:
         ray.kill(a)
 

@@ -40,6 +40,32 @@ def test_node_identity_plumbing(monkeypatch):
     assert "ACTORCC_NODE_ID" not in os.environ
 
 
+def _users_ray_init_stays_out(test_address):
+    """A Cluster writes its address to <Ray temp dir>/ray_current_cluster, where a plain
+    ray.init() looks first: a user's ray.init() in another shell attached to the tests' cluster
+    (and hung on "Failed to connect to GCS" once it was gone). With the tests' private RAY_TMPDIR
+    (conftest) the user's default file never names it, and a plain ray.init() run as the user
+    would run it starts its own instance."""
+    import subprocess
+
+    import conftest
+    from ray._common.utils import get_default_ray_temp_dir
+    env = conftest.user_env()
+    default_dir = env.get("RAY_TMPDIR") or os.path.join(env.get("TMPDIR") or "/tmp", "ray")
+    assert get_default_ray_temp_dir().startswith(conftest.RAY_TMPDIR)
+    current = os.path.join(default_dir, "ray_current_cluster")
+    if os.path.exists(current):
+        with open(current) as fh:
+            assert fh.read().strip() != test_address
+    code = ("import ray; ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False); "
+            "print('GCS', ray.get_runtime_context().gcs_address, flush=True); ray.shutdown()")
+    env.pop("RAY_ADDRESS", None)  # as a user without one set
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    line = next((x for x in p.stdout.splitlines() if x.startswith("GCS ")), None)
+    assert line is not None, p.stdout + p.stderr[-3000:]
+    assert line.split()[1] != test_address, line
+
+
 @pytest.mark.ray
 def test_two_ray_nodes_on_one_host():
     ray = pytest.importorskip("ray")
@@ -58,6 +84,7 @@ def test_two_ray_nodes_on_one_host():
         cluster.add_node(num_cpus=2)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         cluster.wait_for_nodes()
+        _users_ray_init_stays_out(cluster.address)
         import ray_actors
         Worker = ray.remote(num_cpus=0)(ray_actors.Worker)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]

@@ -10,6 +10,7 @@ import json
 import sys
 
 from . import group as group_defaults
+from . import launcher
 from . import report as report_mod
 from . import rules
 
@@ -38,7 +39,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", choices=("error", "warn"), default="error",
                    help="lowest severity that makes the exit status 1 (default: error)")
     p.add_argument("--list-rules", action="store_true", help="print the rules and exit")
-    g = p.add_argument_group("group mode (run once per rank)")
+    p.add_argument("--local", action="store_true",
+                   help="local mode even where launcher variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) are set")
+    g = p.add_argument_group(
+        "group mode (run once per rank)",
+        "The group forms from --uid or --address with --rank/--world, or else from the launcher "
+        "variables RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them; rank 0 hosts the "
+        "group on MASTER_ADDR:MASTER_PORT): under torchrun, or with those set, no flag is needed.")
     g.add_argument("--uid", help="the group's UniqueId (hex); 'create' makes one here, prints it "
                                  "to stderr and joins with it")
     g.add_argument("--address", help="host:port of rank 0, which hosts the group (instead of --uid)")
@@ -78,21 +85,43 @@ def main(argv=None) -> int:
     if grouped and (args.rank is None or args.world is None):
         print("actorcc-doctor: group mode needs --rank and --world", file=sys.stderr)
         return 2
+    where = None
+    if not grouped and not args.facts and not args.local:
+        have = launcher.present()
+        if args.rank is not None or args.world is not None or len(have) == len(launcher.VARIABLES):
+            try:
+                where = launcher.resolve(args.rank, args.world)
+            except launcher.Refusal as e:
+                print(e, file=sys.stderr)
+                return 2
+            args.rank, args.world, grouped = where["rank"], where["world"], True
+        elif "RANK" in have or "WORLD_SIZE" in have:
+            print(f"actorcc-doctor: {', '.join(sorted(have))} set but not all of {', '.join(launcher.VARIABLES)}: "
+                  "running local mode (set the others, or pass --address HOST:PORT with --rank/--world, "
+                  "for group mode)", file=sys.stderr)
     torch_mode = "import" if args.torch else "if-loaded"
     if args.facts:
         rep = _from_file(args.facts)
     elif grouped:
         from . import group
-        uid = args.uid
+        uid, address = args.uid, args.address
         if uid == "create":
             uid = group.create_unique_id()
             print(f"actorcc-doctor: --uid {uid}", file=sys.stderr, flush=True)
         if args.join_timeout <= 0:
             print("actorcc-doctor: --join-timeout must be > 0 seconds", file=sys.stderr)
             return 2
+        if where is not None:
+            how = ("the id rank 0 puts in torchrun's store at" if where["via_store"] else "rank 0's root on")
+            print(f"actorcc-doctor rank {args.rank}: group from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, "
+                  f"joining through {how} {where['host']}:{where['port']}", file=sys.stderr, flush=True)
+            if where["via_store"]:
+                uid = launcher.uid_from_store(where, args.join_timeout)
+            else:
+                address = f"{where['host']}:{where['port']}"
         print(f"actorcc-doctor rank {args.rank}: joining the group of {args.world} (waiting up to "
               f"{args.join_timeout:g} s for every rank)", file=sys.stderr, flush=True)
-        rep = group.run_cli(args.rank, args.world, uid=uid, address=args.address, join_timeout=args.join_timeout,
+        rep = group.run_cli(args.rank, args.world, uid=uid, address=address, join_timeout=args.join_timeout,
                             bandwidth=not args.no_bandwidth, sizes=args.bw_sizes, vmm=not args.no_vmm,
                             torch_mode=torch_mode)
     else:

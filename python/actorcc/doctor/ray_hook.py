@@ -17,8 +17,9 @@ def _actor_side(_self, uid_text: str, rank: int, world: int, kw: dict) -> dict:
         group._close(comm)
 
 
-def doctor(actors, *, timeout: float = 600.0, **kw) -> dict:
-    """Report (dict) of the group formed by `actors` in list order (rank i = actors[i]).
+def doctor(actors, *, timeout: float = 600.0, **kw):
+    """Report of the group formed by `actors` in list order (rank i = actors[i]): a dict that
+    prints as the command line's text (print(report); report["findings"] as before).
 
     Keywords as actorcc.doctor(comm): bandwidth, sizes, vmm, torch_mode.
     """
@@ -29,4 +30,5 @@ def doctor(actors, *, timeout: float = 600.0, **kw) -> dict:
     uid = group.create_unique_id()
     refs = [a.__ray_call__.remote(_actor_side, str(uid), r, len(actors), kw) for r, a in enumerate(actors)]
     reports = ray.get(refs, timeout=timeout)
-    return reports[0]
+    from actorcc.doctor.report import Report
+    return Report(reports[0])

@@ -11,11 +11,21 @@ from .rules import Finding
 LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
 
 
-def build(mode: str, findings: list[Finding], facts: dict) -> dict:
+class Report(dict):
+    """A report: the dict that --json prints (keys tool, schema, mode, summary, exit_status,
+    findings, facts), which prints as the command line's text: print(actorcc.ray.doctor(actors))."""
+
+    def __str__(self) -> str:
+        return render(self)
+
+    __repr__ = __str__  # a REPL or notebook shows the report, not a wall of nested dicts
+
+
+def build(mode: str, findings: list[Finding], facts: dict) -> Report:
     counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warn", "info")}
-    return {"tool": "actorcc-doctor", "schema": 1, "mode": mode, "summary": counts,
-            "exit_status": 1 if counts["error"] else 0,
-            "findings": [f.to_dict() for f in findings], "facts": facts}
+    return Report(tool="actorcc-doctor", schema=1, mode=mode, summary=counts,
+                  exit_status=1 if counts["error"] else 0,
+                  findings=[f.to_dict() for f in findings], facts=facts)
 
 
 def _wrap(label: str, text: str, width: int = 100) -> list[str]:

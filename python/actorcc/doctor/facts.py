@@ -106,8 +106,8 @@ class _DlInfo(ctypes.Structure):
                 ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
 
 
-def probe_nccl_library(name_or_path: str) -> dict:
-    """Loads a libnccl (RTLD_LOCAL) and asks it ncclGetVersion; says where it came from."""
+def _probe_here(name_or_path: str) -> dict:
+    """probe_nccl_library's work, in this process (the child's side of it)."""
     try:
         lib = ctypes.CDLL(name_or_path, mode=getattr(os, "RTLD_LOCAL", 0))
         code = ctypes.c_int(0)
@@ -122,6 +122,21 @@ def probe_nccl_library(name_or_path: str) -> dict:
         return {"path": path, "version": nccl_version_string(code.value), "error": None}
     except (OSError, AttributeError) as e:
         return {"path": name_or_path, "version": None, "error": str(e).splitlines()[0][:200]}
+
+
+def probe_nccl_library(name_or_path: str, timeout: float = 30) -> dict:
+    """Loads a libnccl in a child process and asks it ncclGetVersion; says where it came from.
+    Not in this process: a library loaded here stays loaded (dlclose does not unload it), and the
+    loader matches a later NEEDED libnccl.so.2 (torch's) by that name, so `import torch` after the
+    probe would bind torch to the probed copy, which may lack symbols torch needs."""
+    code = ("import json, sys; from actorcc.doctor.facts import _probe_here; "
+            "print(json.dumps(_probe_here(sys.argv[1])))")
+    try:
+        r = subprocess.run([sys.executable, "-c", code, name_or_path], capture_output=True, text=True,
+                           timeout=timeout, env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        return {"path": name_or_path, "version": None, "error": f"the probe process failed: {e}"[:200]}
 
 
 def _wheel_nccl_libs() -> list[dict]:

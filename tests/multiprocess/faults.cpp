@@ -98,6 +98,14 @@ struct SetupFault {
   }
 };
 SetupFault setup_fault;
+}  // namespace
+
+void arm_setup_fault(const std::string& fault, const std::string& at) {
+  setup_fault.at = at;
+  setup_fault.fault = fault;
+}
+
+namespace {
 
 template <typename Fn>
 Fn real_function(const char* name) {

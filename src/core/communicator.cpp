@@ -359,11 +359,11 @@ std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& exclu
   Impl& me = *impl_;
   elastic::ShrinkPlan p = elastic::plan_shrink(*me.member, me.ctx.rank, me.ctx.world, exclude);
   std::unique_ptr<Impl> next;
-  try {
-    next = build(p.id, p.new_rank, static_cast<int>(p.survivors.size()), me.next_options(join_timeout), p.digest);
-  } catch (const Error& e) {
-    elastic::rethrow_shrink_failure(p, e, me.ctx.rank);
-  }
+  Options o = me.next_options(join_timeout);
+  elastic::join_shrunk(p, me.ctx.rank, o.join_timeout, [&](std::chrono::milliseconds left) {
+    o.join_timeout = left;
+    next = build(p.id, p.new_rank, static_cast<int>(p.survivors.size()), o, p.digest);
+  });
   elastic::finish_shrink(*me.member, p);
   me.revoke(elastic::revoke_reason(p), p.new_rank == 0);
   return std::unique_ptr<Communicator>(new Communicator(std::move(next)));

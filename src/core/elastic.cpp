@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "bootstrap/id_fields.hpp"
 #include "bootstrap/siphash.hpp"
@@ -150,10 +151,10 @@ ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& e
   p.digest = digest_of(p.survivors);
 
   // The new group's id: the lowest survivor's reserved address, a token only members of this
-  // group can compute (keyed by that rank's successor secret), and the world size. The token does
-  // not depend on the exclude list, so a survivor that passed another list still reaches the root
-  // and is refused by name (another world size) or fails every rank's join (another list of the
-  // same size: the digest in the peer blobs), instead of being dropped as a stranger.
+  // group can compute (keyed by that rank's successor secret) and that names the survivor list,
+  // and the world size. A root serving another list on that address (a failed attempt's root that
+  // has not ended yet, or a group formed by another exclude list) refuses this token instead of
+  // admitting the rank into the wrong group (join_shrunk retries until the deadline).
   const Successor& host = m.successors()[p.survivors.front()];
   const int new_world = static_cast<int>(p.survivors.size());
   bootstrap::IdFields f;
@@ -162,7 +163,7 @@ ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& e
   f.root = *addr;
   f.rank0_hosts = true;
   f.world = new_world;
-  f.token = bootstrap::siphash128(host.token, "actorcc shrink");
+  f.token = bootstrap::siphash128(host.token, "actorcc shrink\n" + list_text(p.survivors));
   p.id = bootstrap::make_id(f);
   if (p.new_rank == 0) {
     // A duplicate of the reserved socket: a failed attempt's root closes only its copy, and a
@@ -177,6 +178,35 @@ ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& e
 void finish_shrink(Member& m, ShrinkPlan& p) {
   m.used = true;
   if (p.root) bootstrap::keep_root(std::move(p.root));
+}
+
+void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout,
+                 const std::function<void(std::chrono::milliseconds)>& join) {
+  const Deadline until = Deadline::after(join_timeout);
+  for (;;) {
+    try {
+      join(std::max(until.remaining(), std::chrono::milliseconds(1)));
+      return;
+    } catch (const InvalidArgument& e) {
+      // The root's refusal of a token it does not serve (root_admission.cpp): another shrink's
+      // root holds the address for now.
+      const bool other_root = std::string(e.what()).find("wrong token") != std::string::npos;
+      if (other_root && !until.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (other_root)
+        rethrow_shrink_failure(p, InvalidArgument("until the join timeout, the address of rank " +
+                                                      std::to_string(p.survivors.front()) +
+                                                      " served only a group of another survivor list (another "
+                                                      "exclude list: is this rank excluded by the others?)",
+                                                  rank),
+                               rank);
+      rethrow_shrink_failure(p, e, rank);
+    } catch (const Error& e) {
+      rethrow_shrink_failure(p, e, rank);
+    }
+  }
 }
 
 [[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,11 @@ struct ShrinkPlan {
 ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& exclude);
 // The new group formed: its root is kept as long as the process (or until every rank left).
 void finish_shrink(Member& m, ShrinkPlan& p);
+// Runs `join` (which builds the new group with the deadline it is given) until it succeeds, or
+// fails with the error translated by rethrow_shrink_failure. A refusal by a root of another
+// survivor list on the same address is retried until `join_timeout` passes.
+void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout,
+                 const std::function<void(std::chrono::milliseconds)>& join);
 // A shrink whose join failed: the same error, said in terms of this group's ranks (the culprit
 // is the old rank; -1 there means the root's host, the lowest survivor).
 [[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank);

@@ -120,6 +120,14 @@ std::unique_ptr<Communicator> grow_back(Communicator& s, const Args& a) {
   return s.grow(a.world, id, a.rank, milliseconds(a.join_timeout_ms));
 }
 
+// The last step of every scenario: the process hosting the group's root must not exit while
+// another rank is still inside the last collective (the root-lifetime contract), so all ranks
+// meet on the bootstrap first, whose answer outlives the root's exit in the socket buffers.
+int finish(Communicator& c) {
+  c.host_barrier();
+  return 0;
+}
+
 void first_ok(Communicator& s) {
   small_all_reduce_check(s);
   std::cout << "FIRST_OK " << now_ns() << std::endl;
@@ -134,11 +142,11 @@ int after_kill(Communicator& c, const Args& a) {
     s = c.shrink({a.culprit, a.victim}, jt);
     first_ok(*s);
     matrix(*s, a, "twice shrunk");
-    return 0;
+    return finish(*s);
   }
   s = c.shrink({a.culprit}, jt);
   first_ok(*s);
-  if (a.phase == "trial") return 0;
+  if (a.phase == "trial") return finish(*s);
   matrix(*s, a, "shrunk");
   std::unique_ptr<Communicator> g;
   if (a.phase == "grow_kill") {
@@ -148,7 +156,7 @@ int after_kill(Communicator& c, const Args& a) {
   g = grow_back(*s, a);
   small_all_reduce_check(*g);
   matrix(*g, a, "grown");
-  return 0;
+  return finish(*g);
 }
 
 int newcomer(const Args& a) {
@@ -158,7 +166,7 @@ int newcomer(const Args& a) {
   small_all_reduce_check(c);
   std::cout << "REJOINED " << now_ns() << std::endl;
   matrix(c, a, "grown");
-  return 0;
+  return finish(c);
 }
 
 int planned(Communicator& c, const Args& a) {
@@ -168,10 +176,10 @@ int planned(Communicator& c, const Args& a) {
     auto s = c.shrink({a.culprit}, jt);
     first_ok(*s);
     matrix(*s, a, "shrunk");
-    // The excluded rank tries its calls meanwhile; the new group must not notice.
-    std::this_thread::sleep_for(milliseconds(a.hold_ms));
+    // The excluded rank tries its calls meanwhile (its join for 1 s); the new group must not notice.
+    std::this_thread::sleep_for(milliseconds(1500));
     small_all_reduce_check(*s);
-    return 0;
+    return finish(*s);
   }
   const std::string tag = "rank " + std::to_string(a.rank);
   auto refused = [&](const char* what, auto&& fn, ErrorCode code, const std::string& says) {
@@ -187,14 +195,18 @@ int planned(Communicator& c, const Args& a) {
   };
   refused("shrink without itself", [&] { c.shrink({a.culprit}, jt); }, ErrorCode::InvalidArgument, "exclude list");
   refused("a call on the old group", [&] { c.barrier(); }, ErrorCode::Remote, "revoked by shrink(exclude=[" + std::to_string(a.culprit) + "])");
-  refused("joining the shrunk group", [&] { c.shrink({}, jt); }, ErrorCode::InvalidArgument, "world size");
+  refused("joining the shrunk group", [&] { c.shrink({}, milliseconds(1000)); }, ErrorCode::InvalidArgument,
+          "another exclude list");
   std::cout << "REFUSED" << std::endl;
   return 0;
 }
 
 struct Usage {
   int fds = 0, threads = 0, shm = 0;
-  bool operator<=(const Usage& o) const { return fds <= o.fds && threads <= o.threads && shm <= o.shm; }
+  // At most what `o` had, give or take the root of one earlier group: a root ends (its thread
+  // and sockets go) once the group's last rank has left, and the registry frees its wake-up pipe
+  // (2 fds) when this process next starts a root. Anything left per cycle would show 19 times.
+  bool operator<=(const Usage& o) const { return fds <= o.fds + 2 && threads <= o.threads + 1 && shm <= o.shm; }
 };
 int count_dir(const char* path, const std::string& suffix = "") {
   int n = 0;
@@ -241,7 +253,7 @@ int cycles(std::unique_ptr<Communicator> c, const Args& a) {
       c.reset();  // the revoked group: the grown one is made from the shrunk one
       c = s->grow(a.world, id, a.rank, jt);
     }
-    if (k == 0) {
+    if (k == 1) {  // after a whole cycle: the first one's roots are there to compare with
       small_all_reduce_check(*c);
       base = usage();
     }
@@ -256,7 +268,7 @@ int cycles(std::unique_ptr<Communicator> c, const Args& a) {
   std::cout << "USAGE fds " << base->fds << "->" << now.fds << " threads " << base->threads << "->" << now.threads
             << " shm " << base->shm << "->" << now.shm << std::endl;
   if (!(now <= *base)) throw Failure("rank " + std::to_string(a.rank) + " leaked over the cycles");
-  return 0;
+  return finish(*c);
 }
 
 }  // namespace

@@ -68,6 +68,11 @@
 #               hook) and FSDP2 against a single-process reference, the time of a DDP step and
 #               of dist.all_reduce from 4 KiB to 16 MiB (tests/python/torch_device.py; JSON in
 #               torch.json); reuses the build phase's folder and builds only the extension
+#   elastic     (<= 60 s of tests) elastic membership on the CUDA backend, 3 and 4 ranks sharing
+#               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
+#               exact results, grow back with a restarted process (tests/python/test_gpu_elastic.py);
+#               ELASTIC-GPU lines: kill -> first correct call, restarted process's rejoin (bar 1 s
+#               each); reuses the build phase's folder and builds only the extension
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -338,6 +343,14 @@ phase_torch() {
   grep -h "^TORCH-DEVICE" "$OUT/logs/torch-backend.log" | tee -a "$SUMMARY"
 }
 
+phase_elastic() {
+  ensure_python_ext || return
+  step elastic 60 env PYTHONPATH="$PKG" python3 -m pytest -q -s -p no:cacheprovider tests/python/test_gpu_elastic.py ||
+    FAILED=1
+  grep -h "^ELASTIC-GPU" "$OUT/logs/elastic.log" | tee -a "$SUMMARY"
+  tail -3 "$OUT/logs/elastic.log"
+}
+
 phase_tune() {
   ensure_build gpu || return
   [ "$NGPU" -ge 2 ] || { printf '%-30s SKIPPED (needs 2+ GPUs)\n' tune | tee -a "$SUMMARY"; return; }
@@ -445,7 +458,7 @@ phases=("$@")
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
-    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch)
+    build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | elastic)
       "phase_$p" ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;
     shared2 | shared3 | shared4 | shared8) phase_shared "${p#shared}" ;;

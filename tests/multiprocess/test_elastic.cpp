@@ -6,9 +6,6 @@
 // 20 shrink/grow cycles without a leak; the time from a SIGKILL to the survivors' first correct
 // collective. The scenarios themselves: mp_worker --mode elastic (elastic.cpp).
 #include <algorithm>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <iomanip>
 #include <sstream>
@@ -120,18 +117,6 @@ Outcome run(const Scenario& s) {
             << ": SIGKILL -> first correct collective of the shrunk group " << o.kill_to_first_ok
             << " s; newcomer ready -> first correct collective " << o.rejoin << " s" << std::endl;
   return o;
-}
-
-uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
 }
 
 TEST(Elastic, KillBetweenCallsShrinkThenGrowBack) {

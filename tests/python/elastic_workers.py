@@ -2,9 +2,10 @@
 module name): a rank is SIGKILLed while the others' call waits for it, the survivors shrink and
 check an exact all_reduce, then grow back with a restarted process that the new rank 0 starts
 (as Ray would restart the actor) taking the dead rank's place."""
-import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -45,24 +46,30 @@ def _open(uid, rank, world, device):
     return actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20)
 
 
-def _newcomer(uid, rank, world, device, n, conn):
-    """The restarted process: ready to call (imports and CUDA context done), then its first
-    correct collective in the grown group."""
-    try:
-        if device != "cpu":
-            import torch
-            torch.cuda.set_device(0)
-            torch.zeros(1, device="cuda")
-        ready = time.monotonic()
-        c = (actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20) if device == "cpu"
-             else actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20))
-        _check(c, device, n, list(range(world)))
-        done = time.monotonic()
-        c.host_barrier()
-        c.close()
-        conn.send(("ok", done - ready))
-    except BaseException as e:  # noqa: BLE001 - reported to the test
-        conn.send(("err", repr(e)))
+def newcomer(uid, rank, world, device, n):
+    """The restarted process (`python -m elastic_workers UID RANK WORLD DEVICE N`): ready to call
+    (imports and CUDA context done), then its first correct collective in the grown group; prints
+    the seconds between the two."""
+    if device != "cpu":
+        import torch
+        torch.cuda.set_device(0)
+        torch.zeros(1, device="cuda")
+    ready = time.monotonic()
+    c = (actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20) if device == "cpu"
+         else actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20))
+    _check(c, device, n, list(range(world)))
+    print("REJOIN", time.monotonic() - ready, flush=True)
+    c.host_barrier()
+    c.close()
+
+
+def _start_newcomer(uid, rank, world, device, n):
+    # A process of its own (the rank functions run in daemonic processes, which multiprocessing
+    # does not let have children), as Ray would restart the actor.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-m", "elastic_workers", str(uid), str(rank), str(world), device, str(n)],
+                            env=env, stdout=subprocess.PIPE, text=True)
 
 
 def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
@@ -96,17 +103,21 @@ def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
     uid2 = None
     if s.rank == 0:
         uid2 = s.grow_id()
-        parent, end = mp.get_context("spawn").Pipe(duplex=False)
-        child = mp.get_context("spawn").Process(target=_newcomer, args=(uid2, victim, world, device, n, end))
-        child.start()
+        child = _start_newcomer(uid2, victim, world, device, n)
     g = s.grow(world, uid2, rank=rank, join_timeout=60)
     _check(g, device, n, list(range(world)))
     rejoin = None
     if child is not None:
-        status, rejoin = parent.recv()
-        assert status == "ok", rejoin
-        child.join(30)
+        line = child.stdout.readline()  # the newcomer's line, before the barrier both reach
+        assert line.startswith("REJOIN"), line
+        rejoin = float(line.split()[1])
     g.host_barrier()
+    if child is not None:
+        assert child.wait(timeout=30) == 0
     s.close()
     g.close()
     return {"detect": detect, "kill_to_first_ok": first_ok - killed, "rejoin": rejoin}
+
+
+if __name__ == "__main__":
+    newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))

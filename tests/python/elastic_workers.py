@@ -88,7 +88,7 @@ def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
         c.all_reduce(x)
         c.synchronize()
         raise AssertionError(f"rank {rank}: the call completed without rank {victim}")
-    except actorcc.RemoteError as e:
+    except actorcc.Error as e:  # RemoteError (the group's abort); on the GPU through the kernel's record
         assert e.culprit == victim and f"rank {victim}" in str(e), (rank, e.culprit, str(e))
     detect = time.monotonic() - t0
     s = c.shrink([victim], join_timeout=10)

@@ -70,15 +70,21 @@ uint64_t digest_of(const std::vector<int>& survivors) {
 
 std::unique_ptr<Member> Member::reserve(const UniqueId& id, uint64_t digest) {
   auto m = std::make_unique<Member>();
-  // The interface that reaches the group's root reaches its ranks too (they all reached it).
-  const std::string ip = tcp::route_source_ip(bootstrap::read_id(id).root);
-  auto addr = net::resolve(ip, 0);
-  if (!addr) throw SystemError("elastic membership: cannot resolve this rank's address " + ip);
-  m->listener_ = net::listen_on(*addr);
-  m->mine_.ip = ip;
-  m->mine_.port = net::local_address(m->listener_.get()).port();
-  m->mine_.token = bootstrap::random_token();
   m->digest_ = digest;
+  m->mine_.token = bootstrap::random_token();
+  // The interface that reaches the group's root reaches its ranks too (they all reached it).
+  // Without a socket (no route, no port, no descriptor left) the group still forms: only a shrink
+  // this rank would host fails, naming it (port 0 says so).
+  try {
+    const std::string ip = tcp::route_source_ip(bootstrap::read_id(id).root);
+    auto addr = net::resolve(ip, 0);
+    if (!addr) throw SystemError("cannot resolve " + ip);
+    m->listener_ = net::listen_on(*addr);
+    m->mine_.ip = ip;
+    m->mine_.port = net::local_address(m->listener_.get()).port();
+  } catch (const Error& e) {
+    LOG_WARN("actorcc: no successor socket for this rank (a shrink it would host will fail): " << e.what());
+  }
   return m;
 }
 
@@ -157,6 +163,11 @@ ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& e
   // admitting the rank into the wrong group (join_shrunk retries until the deadline).
   const Successor& host = m.successors()[p.survivors.front()];
   const int new_world = static_cast<int>(p.survivors.size());
+  if (host.port == 0)
+    throw UnsupportedError(p.what + ": rank " + std::to_string(p.survivors.front()) +
+                               ", the lowest survivor, could not reserve a successor socket when the group formed (its "
+                               "log says why), so it cannot host the shrunk group",
+                           rank);
   bootstrap::IdFields f;
   auto addr = net::resolve(host.ip, host.port);
   if (!addr) throw SystemError(p.what + ": cannot resolve rank " + std::to_string(p.survivors.front()) + "'s address " + host.ip, rank);

@@ -194,6 +194,16 @@ void finish_shrink(Member& m, ShrinkPlan& p) {
 void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout,
                  const std::function<void(std::chrono::milliseconds)>& join) {
   const Deadline until = Deadline::after(join_timeout);
+  bool refused = false;  // a root of another survivor list answered on the address
+  auto other_list = [&](const Error& last) {
+    rethrow_shrink_failure(p, InvalidArgument("until the join timeout, the address of rank " +
+                                                  std::to_string(p.survivors.front()) +
+                                                  " served only a group of another survivor list (another exclude "
+                                                  "list: is this rank excluded by the others?); last: " +
+                                                  last.message(),
+                                              rank),
+                           rank);
+  };
   for (;;) {
     try {
       join(std::max(until.remaining(), std::chrono::milliseconds(1)));
@@ -201,20 +211,13 @@ void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_t
     } catch (const InvalidArgument& e) {
       // The root's refusal of a token it does not serve (root_admission.cpp): another shrink's
       // root holds the address for now.
-      const bool other_root = std::string(e.what()).find("wrong token") != std::string::npos;
-      if (other_root && !until.expired()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      if (other_root)
-        rethrow_shrink_failure(p, InvalidArgument("until the join timeout, the address of rank " +
-                                                      std::to_string(p.survivors.front()) +
-                                                      " served only a group of another survivor list (another "
-                                                      "exclude list: is this rank excluded by the others?)",
-                                                  rank),
-                               rank);
-      rethrow_shrink_failure(p, e, rank);
+      if (std::string(e.what()).find("wrong token") == std::string::npos) rethrow_shrink_failure(p, e, rank);
+      refused = true;
+      if (until.expired()) other_list(e);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } catch (const Error& e) {
+      // After a refusal, that root going away is no news: the list differs.
+      if (refused) other_list(e);
       rethrow_shrink_failure(p, e, rank);
     }
   }

@@ -17,6 +17,7 @@
 //                the survivors' shrink fails naming it, a second shrink without it works
 //   grow_kill    as kill_between, and the first newcomer dies inside the grow: the grow fails
 //                naming it, a second grow with another newcomer works
+//   mismatch     one survivor (--victim) passes another exclude list: every survivor's shrink fails
 //   cycles       --cycles times: shrink without --culprit (alive), grow back with it; fds,
 //                threads and this process's /dev/shm segments must not grow
 //   newcomer, newcomer_dies   a restarted process joining a grown group as --rank (the second
@@ -169,6 +170,28 @@ int newcomer(const Args& a) {
   return finish(c);
 }
 
+// Survivors that disagree: --victim passes {--culprit, 1}, the others {--culprit}. The victim's
+// shrink fails saying its list differs, the others' naming it as the rank that did not join; both
+// within the join timeout. --culprit leaves cleanly.
+int mismatch(Communicator& c, const Args& a) {
+  small_all_reduce_check(c);
+  if (a.rank == a.culprit) return 0;
+  const milliseconds jt(a.join_timeout_ms);
+  if (a.rank != a.victim) {
+    expect_failure_naming(a.victim, a, "shrink", [&] { c.shrink({a.culprit}, jt); });
+    return 0;
+  }
+  try {
+    c.shrink({a.culprit, 1}, jt);
+  } catch (const InvalidArgument& e) {
+    std::cerr << "rank " << a.rank << ": " << e.what() << std::endl;
+    if (std::string(e.what()).find("another exclude list") == std::string::npos)
+      throw Failure("rank " + std::to_string(a.rank) + ": the refusal does not say why");
+    return 0;
+  }
+  throw Failure("rank " + std::to_string(a.rank) + ": a shrink with another list than the others' succeeded");
+}
+
 int planned(Communicator& c, const Args& a) {
   const milliseconds jt(a.join_timeout_ms);
   for (int i = 0; i < 5; ++i) small_all_reduce_check(c);
@@ -278,6 +301,7 @@ int elastic_run(const Args& a) {
   auto c = make_comm(a);
   std::cout << "JOINED" << std::endl;
   if (a.phase == "planned") return planned(*c, a);
+  if (a.phase == "mismatch") return mismatch(*c, a);
   if (a.phase == "cycles") return cycles(std::move(c), a);
   until_failure(*c, a, a.phase == "kill_large");
   return after_kill(*c, a);

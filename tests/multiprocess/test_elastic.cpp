@@ -72,8 +72,8 @@ Outcome run(const Scenario& s) {
   // Newcomers: one per GROW_ID a survivor prints, taking the dead rank's place (grow_kill: the
   // first one dies in the grown group's setup).
   std::vector<size_t> must_die;
-  if (s.phase != "planned" && s.phase != "cycles") must_die.push_back(static_cast<size_t>(s.culprit));
-  if (s.victim >= 0) must_die.push_back(static_cast<size_t>(s.victim));
+  if (s.phase != "planned" && s.phase != "mismatch") must_die.push_back(static_cast<size_t>(s.culprit));
+  if (s.phase == "shrink_kill") must_die.push_back(static_cast<size_t>(s.victim));
   std::vector<size_t> newcomers;
   size_t ids_seen = 0;
   const auto end = Clock::now() + 100s;
@@ -141,6 +141,16 @@ TEST(Elastic, KillDuringShrinkFailsNamingItAndASecondShrinkWorks) {
 TEST(Elastic, KillDuringGrowFailsNamingItAndASecondGrowWorks) { run({4, "grow_kill", 2}); }
 
 TEST(Elastic, PlannedShrinkRefusesTheExcludedRank) { run({4, "planned", 3}); }
+
+// Survivors that pass different exclude lists: every one's shrink fails within its join timeout
+// (1.5 s here), the odd one saying its list differs, the others naming it.
+TEST(Elastic, SurvivorsWithDifferentExcludeListsFailNamingTheOddOne) {
+  Scenario s{4, "mismatch", 3, 2};
+  s.extra = {"--join-timeout-ms", "1500"};
+  const auto t0 = Clock::now();
+  run(s);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+}
 
 // The process hosting the root (rank 0, from_address) dies: the survivors shrink without it
 // (rank 1 hosts the new root) and a newcomer takes rank 0 back.

@@ -105,6 +105,11 @@
 #               times; on actorcc's library (worlds 2 and 4, preloaded) and on NVIDIA's (world 2,
 #               NCCL_HOSTID per rank where the ranks share a GPU). ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
+#   elastic     (<= 75 s of tests) elastic membership on the CUDA backend, 3 and 4 ranks sharing
+#               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
+#               exact results, grow back with a restarted process (tests/python/test_gpu_elastic.py);
+#               ELASTIC-GPU lines: kill -> first correct call, restarted process's rejoin (bar 1 s
+#               each); reuses the build phase's folder and builds only the extension
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -391,6 +396,14 @@ phase_torchbench() {
   cat "$OUT/logs/torchbench-w1.log" "$OUT/logs/torchbench-w2-shared.log" | grep -v "^# wrote" | tee -a "$SUMMARY"
 }
 
+phase_elastic() {
+  ensure_python_ext || return
+  step elastic 75 env PYTHONPATH="$PKG" python3 -m pytest -q -s -p no:cacheprovider tests/python/test_gpu_elastic.py ||
+    FAILED=1
+  grep -h "^ELASTIC-GPU" "$OUT/logs/elastic.log" | tee -a "$SUMMARY"
+  tail -3 "$OUT/logs/elastic.log"
+}
+
 phase_tune() {
   ensure_build gpu || return
   [ "$NGPU" -ge 2 ] || { printf '%-30s SKIPPED (needs 2+ GPUs)\n' tune | tee -a "$SUMMARY"; return; }
@@ -639,7 +652,7 @@ nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
     build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | \
-      torchbench | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
+      torchbench | elastic | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
       "phase_$p" ;;
     nccl) for q in ncclconf ncclabi nccltests ncclclients reportshape; do "phase_$q"; done ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;

@@ -6,7 +6,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,9 +149,34 @@ class Communicator {
   void scatter(const void* send, void* recv, size_t recv_count, DataType dtype, int root,
                Stream stream = nullptr);
 
+  // ---- Elastic membership (docs/elastic.md) ----
+  // A new communicator of this group's ranks except `exclude`, renumbered in order (new rank =
+  // index among the survivors in old-rank order), on the same kind of backend. Every survivor
+  // passes the same list (a different one fails the new group's join on every rank, naming the
+  // rank); it works on a healthy group and on one that is aborted because a rank died, and never
+  // waits for an excluded rank or for the process hosting this group's root. Once the new group
+  // has formed this communicator is revoked: its later calls (and the excluded ranks' calls)
+  // raise a RemoteError saying so; close it to free its memory. A failed shrink (a survivor died
+  // during it) throws naming that rank in this group's numbering, leaves this communicator
+  // revocable, and may be retried with the rank excluded too. `join_timeout` 0: this
+  // communicator's. Single use: shrink the communicator it returns for the next failure.
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude,
+                                       std::chrono::milliseconds join_timeout = std::chrono::milliseconds(0));
+  // Makes a single-use id for a grown group whose root this process hosts (on the interface this
+  // rank shares with the group); hand it to the newcomers out of band. Not collective.
+  UniqueId grow_id() const;
+  // A new communicator of `new_world` ranks: every rank of this group (collective over it) plus
+  // newcomers that join with Communicator(id, rank, new_world). Ranks that pass no id take the
+  // one the others passed (one bootstrap all-gather over this group, which also checks that the
+  // ranks agree on the size and their new ranks). `new_rank` -1 keeps this rank's number. This
+  // communicator stays usable: close it when the grown one is ready.
+  std::unique_ptr<Communicator> grow(int new_world, const std::optional<UniqueId>& id = std::nullopt, int new_rank = -1,
+                                     std::chrono::milliseconds join_timeout = std::chrono::milliseconds(0));
+
   struct Impl;
 
  private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

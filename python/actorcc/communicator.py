@@ -438,6 +438,37 @@ class Communicator(CollectiveCalls):
         except T.InvalidArgumentError:
             pass  # the same refusal, now told to the others
 
+    # ---- elastic membership (docs/elastic.md) ------------------------------------------
+    def _wrap(self, c):
+        new = type(self).__new__(type(self))
+        new._setup(c)
+        return new
+
+    def shrink(self, exclude, join_timeout=None):
+        """A new Communicator of this group's ranks except `exclude` (ranks of this group),
+        renumbered in order. Every survivor passes the same list. Works on a healthy group and on
+        one aborted because a rank died (nothing waits for an excluded rank, nor for the process
+        hosting this group's root). Once the new group formed, this one is revoked: its later
+        calls raise RemoteError; close it. A shrink that fails (a survivor died meanwhile) raises
+        naming it (`.culprit`, this group's numbering); shrink again with it excluded too."""
+        ex = [int(r) for r in exclude]
+        return self._wrap(self._host(self._c.shrink, ex, _seconds(join_timeout, "join_timeout")))
+
+    def grow_id(self):
+        """A single-use UniqueId for a grown group whose root this process hosts; give it to the
+        newcomers (which join with Communicator(uid, rank, world_size)) and pass it to grow()."""
+        return self._c.grow_id()
+
+    def grow(self, world_size, uid=None, rank=None, join_timeout=None):
+        """A new Communicator of `world_size` ranks: every rank of this group (collective over
+        it) plus newcomers. Ranks that pass no `uid` take the one another rank passed. `rank`:
+        this rank's number in the grown group (default: its number here). This communicator
+        stays usable; close it once the grown one is ready."""
+        if isinstance(uid, str):
+            uid = UniqueId.parse(uid)
+        return self._wrap(self._host(self._c.grow, int(world_size), uid, -1 if rank is None else int(rank),
+                                     _seconds(join_timeout, "join_timeout")))
+
     def abort(self, reason="abort() called"):
         """Makes every rank's pending and later calls fail with a RemoteError naming this rank.
         Safe to call from another thread while a call is blocked."""

@@ -10,6 +10,7 @@
 // every call that may block. Resolving a tensor: tensor_arg.cpp; checking and running a call:
 // call.cpp; this file: the class and its methods.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -268,6 +269,37 @@ void bind_communicator(nb::module_& m) {
             p.get().refuse_call(InvalidArgument(message, p.rank));
           },
           nb::arg("message"))
+      // Elastic membership (docs/elastic.md): each returns a new _Communicator.
+      .def(
+          "shrink",
+          [](PyComm& p, const std::vector<int>& exclude, nb::handle join_timeout) {
+            const auto jt = join_timeout.is_none() ? std::chrono::milliseconds(0)
+                                                   : timeout_from_seconds(nb::cast<double>(join_timeout), "join_timeout");
+            std::unique_ptr<Communicator> c;
+            {
+              nb::gil_scoped_release nogil;  // joins the survivors' group
+              std::shared_lock lock(p.mu);
+              c = p.get().shrink(exclude, jt);
+            }
+            return new PyComm(std::move(c));
+          },
+          nb::arg("exclude"), nb::arg("join_timeout").none() = nb::none(), nb::rv_policy::take_ownership)
+      .def("grow_id", [](PyComm& p) { return p.get().grow_id(); })
+      .def(
+          "grow",
+          [](PyComm& p, int world_size, std::optional<UniqueId> uid, int rank, nb::handle join_timeout) {
+            const auto jt = join_timeout.is_none() ? std::chrono::milliseconds(0)
+                                                   : timeout_from_seconds(nb::cast<double>(join_timeout), "join_timeout");
+            std::unique_ptr<Communicator> c;
+            {
+              nb::gil_scoped_release nogil;
+              std::shared_lock lock(p.mu);
+              c = p.get().grow(world_size, uid, rank, jt);
+            }
+            return new PyComm(std::move(c));
+          },
+          nb::arg("world_size"), nb::arg("uid").none() = nb::none(), nb::arg("rank") = -1,
+          nb::arg("join_timeout").none() = nb::none(), nb::rv_policy::take_ownership)
       .def("close", [](PyComm& p) {
         nb::gil_scoped_release nogil;  // waits for running calls, then says goodbye to the root
         std::unique_lock lock(p.mu);

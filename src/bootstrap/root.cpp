@@ -118,8 +118,10 @@ class RootRegistry {
 }  // namespace
 
 void launch_root(net::Fd listener, const wire::Token& token, int expected_world) {
-  RootRegistry::instance().add(std::make_unique<RootServer>(std::move(listener), token, expected_world));
+  keep_root(std::make_unique<RootServer>(std::move(listener), token, expected_world));
 }
+
+void keep_root(std::unique_ptr<RootServer> server) { RootRegistry::instance().add(std::move(server)); }
 
 bool stop_root_if_unused(const wire::Token& token) { return RootRegistry::instance().stop_unused(token); }
 

@@ -40,6 +40,10 @@ class RootServer {
 // running, so a root never blocks exit and never outlives the statics it uses.
 void launch_root(net::Fd listener, const wire::Token& token, int expected_world = 0);
 
+// Keeps a root started elsewhere in the same registry (a shrunk group's root, on the socket a
+// survivor reserved for it: core/elastic.cpp).
+void keep_root(std::unique_ptr<RootServer> server);
+
 // Stops the root this process runs for `token` if no rank has joined it yet (its thread ends,
 // its port and descriptors close); false if there is none or it is in use.
 bool stop_root_if_unused(const wire::Token& token);

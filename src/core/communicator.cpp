@@ -16,6 +16,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
+#include "core/elastic.hpp"
 #include "core/validate.hpp"
 #include "group/call_desc.hpp"
 #include "topology/topology.hpp"
@@ -88,6 +89,7 @@ std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& ma
 struct Communicator::Impl {
   std::shared_ptr<AbortSignal> abort;
   std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<elastic::Member> member;  // this rank's successor reservation (core/elastic.hpp)
   GroupContext ctx;
   std::unique_ptr<BackendImpl> backend;
   // Collective calls issued (validated and handed to the backend), and for each rank that
@@ -151,6 +153,23 @@ struct Communicator::Impl {
   }
 
   void check_usable() const { abort->throw_if_raised(); }
+
+  // The options of a group made from this one (shrink, grow): the same backend kind and device.
+  Options next_options(std::chrono::milliseconds join_timeout) const {
+    Options o = ctx.options;
+    o.backend = backend->kind();
+    if (join_timeout.count() > 0) o.join_timeout = join_timeout;
+    return o;
+  }
+
+  // The end of a shrink, once the new group has formed (so no survivor is still in a call of
+  // this one): this group's later calls fail with `why`. `tell_group` (the new group's rank 0):
+  // also through the root, if it is still there, so that excluded ranks still alive learn it.
+  void revoke(const std::string& why, bool tell_group) {
+    if (abort->raised()) return;  // aborted already: its calls fail with the first cause
+    if (tell_group) bootstrap->abort(why);
+    else abort->raise(ctx.rank, ErrorCode::Remote, why);
+  }
 
   // Checked mode: every rank compares the call's descriptor with every other rank's over the
   // bootstrap, whatever the backend (the protocols' own always-on check: group/call_desc.hpp).
@@ -217,7 +236,9 @@ struct Communicator::Impl {
 
 namespace {
 
-std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options) {
+// `digest`: the membership a shrunk group was formed for (core/elastic.hpp), 0 otherwise.
+std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options,
+                                          uint64_t digest = 0) {
   if (world < 1) throw InvalidArgument("world_size must be >= 1, got " + std::to_string(world), rank);
   if (rank < 0 || rank >= world)
     throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
@@ -233,13 +254,16 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
                            rank);
 
   PeerInfo self = topology::local_peer_info(rank, device);
-  impl->bootstrap = Bootstrap::join(id, rank, world, topology::encode(self), Deadline::after(opt.join_timeout), impl->abort);
+  impl->member = elastic::Member::reserve(id, digest);
+  impl->bootstrap = Bootstrap::join(id, rank, world, impl->member->wrap(topology::encode(self)),
+                                    Deadline::after(opt.join_timeout), impl->abort);
 
   GroupContext& ctx = impl->ctx;
   ctx.rank = rank;
   ctx.world = world;
   ctx.options = opt;
-  for (const auto& blob : impl->bootstrap->peer_blobs()) ctx.peers.push_back(topology::decode(blob));
+  for (const auto& blob : impl->member->unwrap_all(impl->bootstrap->peer_blobs(), rank))
+    ctx.peers.push_back(topology::decode(blob));
   for (int r = 0; r < world; ++r)
     if (ctx.peers[r].rank != r)
       throw Error(ErrorCode::Internal, "peer table out of order at rank " + std::to_string(r), rank);
@@ -327,7 +351,34 @@ std::unique_ptr<Communicator> Communicator::from_address(const std::string& host
   return std::make_unique<Communicator>(id, rank, world_size, options);
 }
 
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
 Communicator::~Communicator() = default;
+
+std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& exclude, std::chrono::milliseconds join_timeout) {
+  Impl& me = *impl_;
+  elastic::ShrinkPlan p = elastic::plan_shrink(*me.member, me.ctx.rank, me.ctx.world, exclude);
+  std::unique_ptr<Impl> next;
+  Options o = me.next_options(join_timeout);
+  elastic::join_shrunk(p, me.ctx.rank, o.join_timeout, [&](std::chrono::milliseconds left) {
+    o.join_timeout = left;
+    next = build(p.id, p.new_rank, static_cast<int>(p.survivors.size()), o, p.digest);
+  });
+  elastic::finish_shrink(*me.member, p);
+  me.revoke(elastic::revoke_reason(p), p.new_rank == 0);
+  return std::unique_ptr<Communicator>(new Communicator(std::move(next)));
+}
+
+UniqueId Communicator::grow_id() const { return elastic::grow_id(*impl_->member); }
+
+std::unique_ptr<Communicator> Communicator::grow(int new_world, const std::optional<UniqueId>& id, int new_rank,
+                                                 std::chrono::milliseconds join_timeout) {
+  Impl& me = *impl_;
+  me.check_usable();
+  auto [gid, r] = elastic::agree_grow(*me.bootstrap, me.ctx.rank, me.ctx.world, new_world, id, new_rank,
+                                      Deadline::after(me.ctx.options.timeout));
+  return std::unique_ptr<Communicator>(new Communicator(build(gid, r, new_world, me.next_options(join_timeout))));
+}
 
 int Communicator::rank() const noexcept { return impl_->ctx.rank; }
 int Communicator::world_size() const noexcept { return impl_->ctx.world; }

@@ -92,12 +92,26 @@ bool names_rank(const std::string& text, int r) {
 namespace {
 struct SetupFault {
   std::string fault, at;  // set before joining by the culprit of a during_setup / during_mesh case
+  int skip = 0;  // calls of `at` to let pass first
   std::atomic<bool> fired{false};
   void after(const char* call) {
-    if (!fault.empty() && at == call && !fired.exchange(true)) inject(fault);
+    if (fault.empty() || at != call) return;
+    if (skip > 0) {
+      --skip;
+      return;
+    }
+    if (!fired.exchange(true)) inject(fault);
   }
 };
 SetupFault setup_fault;
+}  // namespace
+
+void arm_setup_fault(const std::string& fault, const std::string& at) {
+  setup_fault.at = at;
+  setup_fault.fault = fault;
+}
+
+namespace {
 
 template <typename Fn>
 Fn real_function(const char* name) {
@@ -130,6 +144,9 @@ int fault_run(const Args& a) {
   if (culprit && a.phase == "before_join") inject(a.fault);
   if (culprit && (a.phase == "during_setup" || a.phase == "during_mesh")) {
     setup_fault.at = a.phase == "during_setup" ? "shm_open" : "listen";
+    // A rank's first listen reserves its successor socket, before it joins (docs/elastic.md);
+    // the mesh's listener is the next one.
+    setup_fault.skip = a.phase == "during_mesh" ? 1 : 0;
     setup_fault.fault = a.fault;
   }
   std::thread timer;

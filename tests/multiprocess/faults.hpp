@@ -15,6 +15,11 @@ int fault_run(const Args& a);
 int link_cut_run(const Args& a);
 // One rank's call is refused (--bad); the others must get a RemoteError naming it (bad_call.cpp).
 int bad_call(Communicator& c, const Args& a, const std::string& tag);
+// The next `at` ("shm_open" | "listen") of this process injects `fault` (once): a fault inside a
+// group's setup, which the public API does not expose.
+void arm_setup_fault(const std::string& fault, const std::string& at);
+// Elastic membership scenarios (--phase; elastic.cpp).
+int elastic_run(const Args& a);
 // True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...
 bool names_rank(const std::string& text, int r);
 // Point-to-point calls that disagree across ranks (--expect count | dtype | peer | a2av).

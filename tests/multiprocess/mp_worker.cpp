@@ -20,6 +20,8 @@
 //                (before_join | during_join | during_setup | during_mesh | large_call |
 //                between_calls), printing FAULT first;
 //                the others loop all_reduce and expect an error naming the culprit
+//   elastic      shrink and grow scenarios (--phase kill_between | kill_large | trial | planned |
+//                shrink_kill | grow_kill | cycles | newcomer | newcomer_dies; elastic.cpp)
 //   link_cut     all_reduce until the link between nodes is cut; the error must name a rank on
 //                another node (driven by tcp_nodes.sh netns)
 //   (--port P [--host H]: form the group with from_address on H:P (default 127.0.0.1), rank 0
@@ -41,6 +43,7 @@ int run(const Args& a) {
   if (a.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (a.mode == "fault") return fault_run(a);
   if (a.mode == "link_cut") return link_cut_run(a);
+  if (a.mode == "elastic") return elastic_run(a);
   const UniqueId id = UniqueId::parse(a.id);
   const std::string tag = "rank " + std::to_string(a.rank);
 

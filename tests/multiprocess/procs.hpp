@@ -1,7 +1,10 @@
 // Helpers of the multiprocess suites: spawning mp_worker ranks with their own arguments,
 // waiting for them with a timeout, killing leftovers, and finding leaked /dev/shm segments.
 #pragma once
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -175,6 +178,19 @@ inline std::vector<std::string> worker_args(const std::string& id, int rank, int
                                 mode};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+// A loopback port free right now (for groups formed with from_address).
+inline uint16_t free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
 }
 
 inline std::string new_id() { return actorcc::UniqueId::create("127.0.0.1").to_string(); }

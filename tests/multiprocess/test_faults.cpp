@@ -113,18 +113,6 @@ std::vector<Case> cases() {
 }
 INSTANTIATE_TEST_SUITE_P(CpuBackend, Fault, ::testing::ValuesIn(cases()), name_of);
 
-uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 // The root lives in rank 0's process (from_address): when that process dies after the group
 // formed, every other rank fails naming rank 0 (the root-lifetime contract, docs/reliability.md).
 TEST(Fault, RootDeathIsNamedByEveryRank) {

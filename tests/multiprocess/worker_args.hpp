@@ -25,6 +25,8 @@ struct Args {
   int port = 0;
   std::string host = "127.0.0.1";  // with --port: the address rank 0 hosts the root at
   int rank = 0, world = 1, culprit = -1;
+  int victim = -1, cycles = 20;  // elastic: a second fault's rank; shrink/grow cycles
+  std::string dir;               // elastic cycles: where rank 0 leaves each grown group's id
   int64_t timeout_ms = 60000, delay_ms = 0, hold_ms = 0, join_timeout_ms = 0;
   std::vector<size_t> counts = {0, 1, 7, 4097, size_t{1} << 20};
   bool big_subset = false;  // the largest count only for sum (keeps world 8 fast on 2 cores)
@@ -52,6 +54,9 @@ inline Args parse(int argc, char** argv) {
     else if (k == "--bad") a.bad = v;
     else if (k == "--port") a.port = std::stoi(v);
     else if (k == "--host") a.host = v;
+    else if (k == "--victim") a.victim = std::stoi(v);
+    else if (k == "--cycles") a.cycles = std::stoi(v);
+    else if (k == "--dir") a.dir = v;
     else if (k == "--counts") {
       a.counts.clear();
       std::stringstream ss(v);

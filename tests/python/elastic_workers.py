@@ -1,0 +1,123 @@
+"""Rank functions for test_elastic.py and test_gpu_elastic.py (spawned processes import them by
+module name): a rank is SIGKILLed while the others' call waits for it, the survivors shrink and
+check an exact all_reduce, then grow back with a restarted process that the new rank 0 starts
+(as Ray would restart the actor) taking the dead rank's place."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import actorcc
+
+
+def _tensor(device, n, rank):
+    x = (np.arange(n, dtype=np.float64) % 251) + 1000.0 * (rank + 1)
+    if device == "cpu":
+        return x
+    import torch
+    return torch.from_numpy(x).to(device)
+
+
+def _expected(n, ranks):
+    return sum((np.arange(n, dtype=np.float64) % 251) + 1000.0 * (r + 1) for r in ranks)
+
+
+def _check(comm, device, n, ranks_by_new_rank):
+    """An exact all_reduce of float64 inputs named by each rank's original rank."""
+    x = _tensor(device, n, ranks_by_new_rank[comm.rank])
+    comm.all_reduce(x)
+    if device != "cpu":
+        comm.synchronize()
+        x = x.cpu().numpy()
+    want = _expected(n, ranks_by_new_rank)
+    bad = np.flatnonzero(x != want)
+    assert bad.size == 0, f"rank {comm.rank}: {bad.size} wrong elements, first at {bad[:3]}"
+
+
+def _open(uid, rank, world, device):
+    if device == "cpu":
+        return actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20)
+    import torch
+    torch.cuda.set_device(0)
+    torch.zeros(1, device="cuda")  # the CUDA context, before the clock starts
+    return actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20)
+
+
+def newcomer(uid, rank, world, device, n):
+    """The restarted process (`python -m elastic_workers UID RANK WORLD DEVICE N`): ready to call
+    (imports and CUDA context done), then its first correct collective in the grown group; prints
+    the seconds between the two."""
+    if device != "cpu":
+        import torch
+        torch.cuda.set_device(0)
+        torch.zeros(1, device="cuda")
+    ready = time.monotonic()
+    c = (actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20) if device == "cpu"
+         else actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20))
+    _check(c, device, n, list(range(world)))
+    print("REJOIN", time.monotonic() - ready, flush=True)
+    c.host_barrier()
+    c.close()
+
+
+def _start_newcomer(uid, rank, world, device, n):
+    # A process of its own (the rank functions run in daemonic processes, which multiprocessing
+    # does not let have children), as Ray would restart the actor.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-m", "elastic_workers", str(uid), str(rank), str(world), device, str(n)],
+                            env=env, stdout=subprocess.PIPE, text=True)
+
+
+def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
+    """`victim` SIGKILLs itself while the others' all_reduce waits for it (on the GPU: their
+    kernel is already waiting); the survivors shrink, check, and grow back to `world`."""
+    c = _open(uid, rank, world, device)
+    _check(c, device, n, list(range(world)))
+    if rank == victim:
+        time.sleep(0.3)  # the others are inside their next all_reduce by now
+        with open(os.path.join(stamp_dir, "killed"), "w") as f:
+            f.write(repr(time.monotonic()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    x = _tensor(device, n, rank)
+    t0 = time.monotonic()
+    try:
+        c.all_reduce(x)
+        c.synchronize()
+        raise AssertionError(f"rank {rank}: the call completed without rank {victim}")
+    except actorcc.Error as e:  # RemoteError (the group's abort); on the GPU through the kernel's record
+        assert e.culprit == victim and f"rank {victim}" in str(e), (rank, e.culprit, str(e))
+    detect = time.monotonic() - t0
+    s = c.shrink([victim], join_timeout=10)
+    survivors = [r for r in range(world) if r != victim]
+    _check(s, device, n, survivors)
+    first_ok = time.monotonic()
+    c.close()
+    with open(os.path.join(stamp_dir, "killed")) as f:
+        killed = float(f.read())
+    # Grow back: the new rank 0 starts the restarted process with the grown group's id.
+    child = None
+    uid2 = None
+    if s.rank == 0:
+        uid2 = s.grow_id()
+        child = _start_newcomer(uid2, victim, world, device, n)
+    g = s.grow(world, uid2, rank=rank, join_timeout=60)
+    _check(g, device, n, list(range(world)))
+    rejoin = None
+    if child is not None:
+        line = child.stdout.readline()  # the newcomer's line, before the barrier both reach
+        assert line.startswith("REJOIN"), line
+        rejoin = float(line.split()[1])
+    g.host_barrier()
+    if child is not None:
+        assert child.wait(timeout=30) == 0
+    s.close()
+    g.close()
+    return {"detect": detect, "kill_to_first_ok": first_ok - killed, "rejoin": rejoin}
+
+
+if __name__ == "__main__":
+    newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <nccl.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -893,7 +894,23 @@ static int mode_api(void) {
   return g_fail ? 1 : 0;
 }
 
+/* A crash prints its stack (library frames as file+offset) before the launcher reports the
+ * signal, so a failure on the device machine says where it happened. */
+static void on_fatal(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  char head[64];
+  const int len = snprintf(head, sizeof head, "FATAL signal %d, stack:\n", sig);
+  if (len > 0) (void)!write(2, head, (size_t)len);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char** argv) {
+  signal(SIGSEGV, on_fatal);
+  signal(SIGBUS, on_fatal);
+  signal(SIGABRT, on_fatal);
   if (argc < 2) {
     fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill\n", argv[0]);
     return 2;

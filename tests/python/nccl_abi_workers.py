@@ -30,6 +30,7 @@ Every process first checks that the NCCL it runs is actorcc's: the one libnccl m
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import os
 import signal
@@ -54,7 +55,7 @@ def _dev():
 def _sync():
     import torch
     if not GLOO:
-        _sync()
+        torch.cuda.synchronize()
 
 
 # ---------------------------------------------------------------- launcher
@@ -172,18 +173,45 @@ class Checker:
 
 
 def check_identity(ck):
-    """The NCCL in this process is actorcc's: one libnccl mapped, the library under test."""
+    """The NCCL this process's calls reach is actorcc's: the global scope's ncclAllReduce (what
+    torch's calls bind to, a preloaded library coming first) lies in the library under test. With
+    LD_PRELOAD, torch may still map NVIDIA's copy by its path beside it (torch's loader preloads
+    the nvidia wheels' libraries), unused; with LD_AUDIT that load is redirected too, so there the
+    library under test must be the only libnccl mapped."""
     import torch
     mapped = sorted({line.split(None, 5)[5].strip() for line in open("/proc/self/maps")
                      if len(line.split(None, 5)) == 6 and "libnccl" in os.path.basename(line.split(None, 5)[5])})
     v = torch.cuda.nccl.version()
-    print(f"IDENTITY rank {ck.rank}: torch.cuda.nccl.version()={v} mapped={mapped}", flush=True)
+    bound = _global_symbol_file("ncclAllReduce")
+    print(f"IDENTITY rank {ck.rank}: torch.cuda.nccl.version()={v} ncclAllReduce from {bound} mapped={mapped}",
+          flush=True)
     if not os.environ.get("LD_PRELOAD") and not os.environ.get("LD_AUDIT"):
         return  # a control run on the NCCL torch ships
     want = os.path.realpath(os.environ["ACTORCC_NCCL_ABI_LIB"])
     ck.n += 1
-    if [os.path.realpath(m) for m in mapped] != [want]:
-        ck.fails.append(f"libnccl mapped: {mapped}, expected only {want}")
+    if bound is None or os.path.realpath(bound) != want:
+        ck.fails.append(f"ncclAllReduce resolves to {bound}, not {want}")
+    if os.environ.get("LD_AUDIT") and [os.path.realpath(m) for m in mapped] != [want]:
+        ck.fails.append(f"libnccl mapped under LD_AUDIT: {mapped}, expected only {want}")
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _global_symbol_file(name):
+    """The file that defines `name` in this process's global scope (dlsym(RTLD_DEFAULT)), or None."""
+    libc = ctypes.CDLL(None)
+    libc.dlsym.restype = ctypes.c_void_p
+    libc.dlsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    addr = libc.dlsym(None, name.encode())  # RTLD_DEFAULT is the null handle on glibc
+    if not addr:
+        return None
+    info = _DlInfo()
+    if not libc.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
 
 
 def inputs(dtype, n, rank, salt, world):
@@ -612,8 +640,11 @@ def cupy_client(rank, world, ck):
     store = _store(rank, world)
     if rank == 0:
         store.set("uid", bytes(bytearray(b % 256 for b in nccl.get_unique_id())))
-    uid = tuple(b if b < 128 else b - 256 for b in store.get("uid"))
-    comm = nccl.NcclCommunicator(world, uid, rank)
+    raw = store.get("uid")
+    try:  # CuPy 13+ takes the id as bytes, older CuPy as a tuple of signed chars
+        comm = nccl.NcclCommunicator(world, raw, rank)
+    except TypeError:
+        comm = nccl.NcclCommunicator(world, tuple(b if b < 128 else b - 256 for b in raw), rank)
     ck.n += 1
     if comm.device_id() != 0 or comm.rank_id() != rank or comm.size() != world:
         ck.fails.append(f"cupy comm: device {comm.device_id()} rank {comm.rank_id()} size {comm.size()}")

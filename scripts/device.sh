@@ -81,14 +81,13 @@
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
-#               init), 3 ranks in one process (group init from one thread, grouped calls on
-#               several communicators, InitAll), an abort from another thread while a kernel
-#               waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
-#               on a call, a stalled rank; each prints PASS; then the reduction adapter's GPU
+#               init), an abort from another thread while a kernel waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
+#               on a call, a stalled rank; each prints PASS (ranks of one process on one GPU are
+#               refused by the CUDA backend: the 'threads' mode runs in CI only); then the reduction adapter's GPU
 #               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
 #   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
 #               GPU 0 (tests/python/nccl_abi_workers.py): the collective matrix (every op incl. AVG
-#               and PREMUL_SUM, every dtype) at worlds 2 and 4, DDP + FSDP2 at 2 and 3, new_group
+#               and PREMUL_SUM, every dtype) at world 2, DDP + FSDP2 at 2, new_group
 #               split (device_id) at 4 and fresh at 3, batch and lone p2p, destroy + init again, a
 #               SIGKILLed rank (Work.wait and watchdog) and a stalled one, fresh groups once more with
 #               LD_AUDIT instead of LD_PRELOAD, each process checking that the one libnccl it maps is
@@ -510,7 +509,8 @@ phase_ncclconf() {
   step ncclconf-adapt 120 env ACTORCC_CUDA_SHARE_GPU=1 CUDA_VISIBLE_DEVICES=0 build/gpu/nccl/actorcc_nccl_adapt_gpu || FAILED=1
   grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
-  for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall; do
+  # ranks of one process sharing a GPU are refused by the CUDA backend: "threads" runs in CI only
+  for t in "procs 2" "procs 4" abort kill mismatch stall; do
     name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1
@@ -549,9 +549,7 @@ phase_ncclabi() {
     grep -h "^NCCLABI\|^IDENTITY rank 0\|^RAISED" "$OUT/logs/ncclabi-$c-$w-$mode.log" | cut -c1-300
   done <<'CASES'
 matrix 2 90 preload
-matrix 4 120 preload
 train 2 60 preload
-train 3 70 preload
 groups 4 70 preload
 fresh 3 60 preload
 fresh 2 50 audit

@@ -355,10 +355,10 @@ phase_p2p() {
 # ensure_python_ext: the Python extension (actorcc_py_pkg, importable with PYTHONPATH=$PKG) on
 # top of the build phase's folder, built once per machine.
 PKG=$ROOT/build/gpu/python/pkg
-ensure_python_ext() {
-  ensure_build gpu || return 1
+ensure_python_ext() {  # the library and the extension only (not the GPU tier's programs)
   compgen -G "$PKG/actorcc/_actorcc*.so" >/dev/null && return 0
-  step build-python-ext 240 bash -c "cmake -S . -B build/gpu -DACTORCC_PYTHON=ON >/dev/null &&
+  step build-python-ext 240 bash -c "{ [ -f build/gpu/CMakeCache.txt ] || cmake --preset gpu >/dev/null; } &&
+      cmake -S . -B build/gpu -DACTORCC_PYTHON=ON >/dev/null &&
       cmake --build build/gpu -j$(nproc) --target actorcc_py_pkg" ||
     { tail -40 "$OUT/logs/build-python-ext.log"; FAILED=1; return 1; }
 }
@@ -390,9 +390,11 @@ phase_torchbench() {
   mkdir -p "$OUT/torchbench"
   step torchbench-w1 100 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
     -n 2000 -r 5 --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
-  step torchbench-w2-shared 45 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
-    --variants actorcc -n 300 -r 3 --variant-timeout 35 -o "$OUT/torchbench" --name world2-shared || FAILED=1
-  cat "$OUT/logs/torchbench-w1.log" "$OUT/logs/torchbench-w2-shared.log" | grep -v "^# wrote" | tee -a "$SUMMARY"
+  if [ "${TORCHBENCH_SHARED:-1}" = 1 ]; then  # TORCHBENCH_SHARED=0: world 1 only
+    step torchbench-w2-shared 45 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
+      --variants actorcc -n 300 -r 3 --variant-timeout 35 -o "$OUT/torchbench" --name world2-shared || FAILED=1
+  fi
+  cat "$OUT"/logs/torchbench-w*.log | grep -v "^# wrote" | tee -a "$SUMMARY"
 }
 
 phase_elastic() {
@@ -585,7 +587,7 @@ phase_nccltests() {
   bins=$(find "$nt" -maxdepth 1 -type f -perm -u+x -name '*_perf*' | sort)
   LD_LIBRARY_PATH=$home/lib:$mpi/lib ldd "$(echo "$bins" | head -1)" | grep nccl
   printf '%-22s %5s %4s %6s\n' binary world exit wrong >"$table"
-  for w in 2 3 4; do
+  for w in ${NCCLTESTS_WORLDS:-2 3 4}; do
     for b in $bins; do
       n=$((n + 1))
       step "nccltests-${b##*/}-$w" 60 env LD_LIBRARY_PATH="$home/lib:$mpi/lib:${LD_LIBRARY_PATH:-}" NCCL_TESTS_DEVICE=0 \

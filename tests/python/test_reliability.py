@@ -1,7 +1,9 @@
-"""Issue 21 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
-from_address needs a secret off loopback and derives its token from it."""
+"""Issues 21 and 32 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
+from_address needs a secret off loopback and derives its token from it, a fork child cannot act
+as its parent's rank."""
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -85,3 +87,30 @@ def test_from_address_with_a_secret_forms_the_group(monkeypatch):
     port = free_port()
     with actorcc.Communicator.from_address("127.0.0.1", port, 0, 1, backend="cpu", join_timeout=10) as c:
         assert c.allgather_bytes(b"s") == [b"s"]
+
+
+@pytest.mark.parametrize("mode", ["call", "exit"])
+def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(uid, mode):
+    # Issue 32 item 2: rank 0 forks after joining. "call": the child calls all_reduce while rank
+    # 1 waits in its own (before: the child's call paired with rank 1's, which returned 2101
+    # where 3002 is right, silently). "exit": the child only exits (before: its goodbye told
+    # rank 1 that rank 0 closed, and the parent lost its root connection). Now the child's call
+    # raises naming the fork, and its teardown leaves the parent's sockets and segment alone.
+    from mp_helpers import run_ranks
+    import fork_workers
+
+    t0 = time.monotonic()
+    res = run_ranks(2, fork_workers.fork_after_join, uid, mode, timeout=60)
+    assert time.monotonic() - t0 < 45
+    for r in range(2):
+        out = res[r][1]
+        assert out["exact"], f"rank {r}: {out['first']} (3002 is right)"
+        assert out["second"], f"rank {r}"
+        assert out["after_fork_s"] < 10, out
+    child = res[0][1]["child"]
+    if mode == "call":
+        kind, culprit, text = child.split("|", 2)
+        assert kind == "UnsupportedError" and culprit == "0", child
+        assert "fork() child" in text and "created by process" in text, child
+    else:
+        assert child == "no call"

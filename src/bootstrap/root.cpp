@@ -38,6 +38,7 @@ RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_
     // Close every socket now: the port frees, and clients still connected see the root go.
     impl_->conns.clear();
     impl_->listener.reset();
+    impl_->release_pending();  // the group is over: nothing it held outlives it
     finished_.store(true, std::memory_order_release);
   });
 }

@@ -86,6 +86,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     sent.assign(world, 0);
     gone.assign(world, {});
     left.assign(world, false);
+    held.assign(world, 0);
   }
   c.rank = h.rank;
   c.in.set_max_payload(wire::kMaxPayload);

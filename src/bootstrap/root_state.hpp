@@ -25,8 +25,15 @@ namespace root_detail {
 inline constexpr std::chrono::milliseconds kHelloTimeout(5000);
 // A rejected connection gets this long to read its REJECT and hang up.
 inline constexpr std::chrono::milliseconds kCloseLinger(2000);
-// A peer that stops reading must not make the root buffer without bound.
-inline constexpr size_t kMaxOutBuffer = 512u << 20;
+// A peer that stops reading must not make the root buffer without bound: two result frames.
+inline constexpr size_t kMaxOutBuffer = 2 * static_cast<size_t>(wire::kMaxPayload) + (1u << 20);
+// Allgather blobs the root holds for a rank ahead of the others (allgathers some rank has not
+// reached yet): a rank's own call waits for its result, so an honest rank is ahead by at most
+// one blob per thread calling, each within allgather_limit (kMaxPayload / world). Beyond these,
+// the rank is refused (the group fails naming it), so one authenticated connection (any local
+// user on the from_address loopback path without a secret) cannot make the root hold gigabytes.
+inline constexpr size_t kMaxHeldPerRank = wire::kMaxPayload;
+inline constexpr size_t kMaxHeldTotal = 4 * static_cast<size_t>(wire::kMaxPayload);
 // How late the root may log a rank lost after the group formed (see Impl::LossBatch): the
 // processes of a job that shuts down can end over more than 2 s on a loaded host.
 inline constexpr std::chrono::milliseconds kLossGrace(5000);
@@ -156,6 +163,11 @@ struct RootServer::Impl {
     int count = 0;
   };
   std::map<uint64_t, Pending> pending;
+  std::vector<size_t> held;  // bytes of each rank's blobs in `pending` (kMaxHeldPerRank)
+  size_t held_total = 0;     // all of them (kMaxHeldTotal)
+  // Set once a rank was refused for running ahead: the group is over, every later allgather
+  // is answered with it.
+  std::optional<wire::PeerLost> overrun;
   // Ranks lost after the group formed, not yet logged. The peers are told at once (PeerLost);
   // only the root's own log line waits up to kLossGrace: when every rank still connected is
   // lost within it, the processes ended together (ray.shutdown() kills every actor at once),
@@ -182,6 +194,10 @@ struct RootServer::Impl {
 
   // ---- the formed group (root_group.cpp) ----
   void on_allgather(Conn& c, const wire::Allgather& a);
+  // Refuses rank c.rank, whose blob would take the root past kMaxHeldPerRank / kMaxHeldTotal.
+  void refuse_overrun(Conn& c, const wire::Allgather& a);
+  // Frees every blob held for an allgather (the group is over, or failed).
+  void release_pending();
   void on_status(Conn& c, const wire::Status& s);
   void on_abort(Conn& c, const wire::Abort& a);
   void on_bye(Conn& c, const wire::Bye& b);

@@ -83,13 +83,13 @@ void RootServer::Impl::detach_rank(Conn& c) {
 size_t RootServer::Impl::unauthenticated() const {
   size_t n = 0;
   for (const Conn& c : conns)
-    if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
+    if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) ++n;
   return n;
 }
 
 void RootServer::Impl::evict_oldest_stranger() {
   for (Conn& c : conns)
-    if (c.rank < 0 && c.state != Conn::State::Dead) {
+    if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) {
       uint64_t held = 0;
       if (stranger_log.allow(held))
         LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
@@ -164,8 +164,12 @@ void RootServer::Impl::on_timers() {
   auto now = Clock::now();
   for (Conn& c : conns) {
     if (c.state == Conn::State::Open && c.rank < 0 && now >= c.hello_by) mark_broken(c, "sent no HELLO within 5 s");
+  }
+  if (dispute_until && now >= *dispute_until) settle_world(true);
+  for (Conn& c : conns) {
     if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
   }
+  if (world > 0 && !welcomed && !failure && now >= next_join_note) note_missing_joiners(now);
   if (join_deadline && !welcomed && !failure && now >= *join_deadline) {
     std::vector<int> missing;
     for (int q = 0; q < world; ++q)
@@ -175,6 +179,23 @@ void RootServer::Impl::on_timers() {
     LOG_WARN("actorcc root " << where << ": " << msg);
     fail_group(wire::JoinFailed{msg, missing.empty() ? -1 : missing.front()});
   }
+}
+
+void RootServer::Impl::note_missing_joiners(Clock::time_point now) {
+  next_join_note = now + kJoinNoteEvery;
+  wire::StatusReply r;
+  r.seq = wire::kJoinStatusSeq;
+  for (int q = 0; q < world; ++q)
+    if (joined_from[q].empty()) r.missing.push_back(q);
+  if (r.missing.empty()) return;
+  const auto left = join_deadline ? duration_cast<seconds>(*join_deadline - now).count() : 0;
+  r.text = "still waiting for " + rank_list(std::vector<int>(r.missing.begin(), r.missing.end())) + " of " +
+           std::to_string(world) + " to join (" + std::to_string(joined) + " joined; " +
+           (join_deadline && *join_deadline != Clock::time_point::max() ? std::to_string(left) + " s left of the join timeout"
+                                                                        : std::string("no join timeout")) +
+           ")";
+  LOG_WARN("actorcc root " << where << ": " << r.text);
+  broadcast(r);
 }
 
 void RootServer::Impl::sweep() {
@@ -189,8 +210,10 @@ void RootServer::Impl::sweep() {
   conns.remove_if([&](Conn& c) {
     if (c.state != Conn::State::Dead) return false;
     detach_rank(c);
+    if (c.disputed) std::erase_if(disputed, [&](const Disputed& d) { return d.conn == &c; });
     return true;
   });
+  if (disputed.empty()) dispute_until.reset();
 }
 
 bool RootServer::Impl::done() const {
@@ -208,6 +231,8 @@ int RootServer::Impl::poll_timeout() const {
   auto next = now + milliseconds(1000);
   if (accept_paused_until > now) next = std::min(next, accept_paused_until);
   if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
+  if (dispute_until) next = std::min(next, *dispute_until);
+  if (world > 0 && !welcomed && !failure) next = std::min(next, next_join_note);
   if (losses) next = std::min(next, losses->first + kLossGrace);
   for (const Conn& c : conns) {
     if (c.state == Conn::State::Open && c.rank < 0) next = std::min(next, c.hello_by);

@@ -43,6 +43,12 @@ inline constexpr std::chrono::milliseconds kLossGrace(5000);
 inline constexpr size_t kMaxUnauthenticated = 64;
 // No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
 inline constexpr int kMaxWorld = 1 << 16;
+// While a group forms: the root says which ranks have not joined (in its log, and to the ranks
+// that have, which log it too) this long after the first arrived, then every kJoinNoteEvery.
+inline constexpr std::chrono::milliseconds kJoinNoteFirst(5000);
+inline constexpr std::chrono::milliseconds kJoinNoteEvery(10000);
+// How long a one-against-one world-size dispute waits for a third rank's claim.
+inline constexpr std::chrono::milliseconds kDisputeWait(2000);
 // accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
 // listener this long instead of polling it again at once (which spins at full CPU).
 inline constexpr std::chrono::milliseconds kAcceptBackoff(200);
@@ -125,6 +131,7 @@ struct Conn {
   Clock::time_point hello_by{};  // only before HELLO
   Clock::time_point close_by{};  // only while Closing
   int rank = -1;                 // >= 0 once admitted
+  bool disputed = false;         // held: its HELLO's world size disagrees (Impl::disputed)
   bool write_shut = false;
   Conn() { in.set_max_payload(wire::kMaxHelloPayload); }  // lifted once admitted
 };
@@ -142,10 +149,20 @@ struct RootServer::Impl {
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
   root_detail::RateLimitedLog stranger_log;
   Clock::time_point accept_paused_until{};
+  Clock::time_point next_join_note{};  // when to say again which ranks have not joined
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn
   int world = -1;
   std::string world_fixed_by;
+  // HELLOs whose world size disagrees with the group's, held (not admitted, not answered) while
+  // it is one claim against one: the first rank to arrive fixes the size, and only a third
+  // claim says which of the two is wrong (root_admission.cpp, settle_world()).
+  struct Disputed {
+    Conn* conn;
+    wire::Hello hello;
+  };
+  std::vector<Disputed> disputed;
+  std::optional<Clock::time_point> dispute_until;
   std::vector<Conn*> rank_conn;      // open connection of each admitted rank
   std::vector<std::string> joined_from;  // "host H pid P at ip:port" per admitted rank
   std::vector<std::string> blobs;
@@ -191,6 +208,9 @@ struct RootServer::Impl {
   // ---- admission (root_admission.cpp) ----
   void fail_group(const wire::Message& m);
   void on_hello(Conn& c, const wire::Hello& h);
+  // Decides a world-size dispute when the claims allow it (or `expired`): the ranks in the
+  // minority are at fault, and the group fails naming them.
+  void settle_world(bool expired);
 
   // ---- the formed group (root_group.cpp) ----
   void on_allgather(Conn& c, const wire::Allgather& a);
@@ -216,6 +236,8 @@ struct RootServer::Impl {
   void accept_all();
   void read_from(Conn& c);
   void on_timers();
+  // Tells the log and the ranks already joined which ranks the forming group still waits for.
+  void note_missing_joiners(Clock::time_point now);
   // Handles broken connections (which may break others through the broadcasts they cause)
   // until none is left, then frees the dead ones.
   void sweep();

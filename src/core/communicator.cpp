@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -49,6 +49,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 struct Attempt {
   std::string error;
   ErrorCode code = ErrorCode::Internal;
+  int culprit = -1;  // the rank the error names as at fault, when it names one
 };
 
 // Every rank's verdict on a setup step: "\n  rank r: why" for every rank that failed, the first
@@ -64,17 +65,22 @@ struct Verdict {
 };
 
 Verdict failed_ranks(Bootstrap& bs, Deadline dl, const Attempt& mine) {
-  // The status word carries the code: "fail<code>".
-  auto o = Outcomes::gather(bs, mine.error.empty() ? "ok" : "fail" + std::to_string(static_cast<int>(mine.code)),
+  // The status word carries the code and the culprit: "fail<code>:<culprit>".
+  auto o = Outcomes::gather(bs,
+                            mine.error.empty() ? "ok"
+                                               : "fail" + std::to_string(static_cast<int>(mine.code)) + ":" +
+                                                     std::to_string(mine.culprit),
                             mine.error, dl);
   Verdict v;
   if (o.all_ok()) return v;
   v.text = "\n  " + o.reasons("", "\n  ");
-  v.culprit = o.ranks().front();
-  const std::string& st = o.status(v.culprit);
-  const int code = st.size() > 4 ? std::atoi(st.c_str() + 4) : 0;
+  const int first = o.ranks().front();
+  const std::string& st = o.status(first);
+  int code = 0, culprit = -1;
+  if (std::sscanf(st.c_str(), "fail%d:%d", &code, &culprit) < 1) code = 0;
   if (code >= static_cast<int>(ErrorCode::Internal) && code <= static_cast<int>(ErrorCode::Unsupported))
     v.code = static_cast<ErrorCode>(code);
+  v.culprit = culprit >= 0 && culprit < o.world() ? culprit : first;
   return v;
 }
 
@@ -108,7 +114,7 @@ Attempt try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) 
     throw;
   } catch (const Error& e) {
     out.reset();
-    return {Outcomes::reason(e), e.code()};
+    return {Outcomes::reason(e), e.code(), e.culprit()};
   } catch (const std::exception& e) {
     out.reset();
     return {Outcomes::reason(e), ErrorCode::Internal};
@@ -278,13 +284,61 @@ struct Communicator::Impl {
 
 namespace {
 
+// The AbortSignals of the communicators being constructed in this process, for
+// interrupt_constructions().
+struct Constructions {
+  std::mutex mu;
+  std::vector<AbortSignal*> signals;
+  static Constructions& instance() {
+    static Constructions c;
+    return c;
+  }
+};
+
+class ConstructionScope {
+ public:
+  explicit ConstructionScope(AbortSignal* s) : s_(s) {
+    auto& c = Constructions::instance();
+    std::lock_guard<std::mutex> g(c.mu);
+    c.signals.push_back(s_);
+  }
+  ~ConstructionScope() {
+    auto& c = Constructions::instance();
+    std::lock_guard<std::mutex> g(c.mu);
+    std::erase(c.signals, s_);
+  }
+  ConstructionScope(const ConstructionScope&) = delete;
+  ConstructionScope& operator=(const ConstructionScope&) = delete;
+
+ private:
+  AbortSignal* s_;
+};
+
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+                                               std::unique_ptr<Communicator::Impl>& impl);
+
 std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options) {
   if (world < 1) throw InvalidArgument("world_size must be >= 1, got " + std::to_string(world), rank);
   if (rank < 0 || rank >= world)
     throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
   auto impl = std::make_unique<Communicator::Impl>();
-  Options opt = options_from_env(user_options);
   impl->abort = std::make_shared<AbortSignal>(rank);
+  ConstructionScope scope(impl->abort.get());
+  try {
+    return build_impl(id, rank, world, user_options, impl);
+  } catch (...) {
+    // Interrupted after joining: the others learn it from the root now, naming this rank (its
+    // goodbye alone would read as a clean leave, or a rank lost while forming).
+    if (impl && impl->bootstrap && impl->abort->raised() &&
+        impl->abort->reason().starts_with("rank " + std::to_string(rank) + " was interrupted"))
+      impl->bootstrap->abort(impl->abort->reason(), rank);
+    throw;
+  }
+}
+
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+                                               std::unique_ptr<Communicator::Impl>& impl) {
+  Options opt = options_from_env(user_options);
 
   // The device is chosen before joining so the peer table carries every rank's GPU identity.
   int device = -1;
@@ -381,10 +435,17 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   }
   LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes
                    << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size());
-  return impl;
+  return std::move(impl);
 }
 
 }  // namespace
+
+void interrupt_constructions(const std::string& reason) {
+  auto& c = Constructions::instance();
+  std::lock_guard<std::mutex> g(c.mu);
+  for (AbortSignal* s : c.signals)
+    s->raise(s->self_rank(), ErrorCode::Remote, "rank " + std::to_string(s->self_rank()) + " was interrupted: " + reason);
+}
 
 Communicator::Communicator(const UniqueId& id, int rank, int world_size, const Options& options)
     : impl_(build(id, rank, world_size, options)) {}

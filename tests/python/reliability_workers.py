@@ -1,5 +1,5 @@
-"""Rank functions for the fork tests of test_reliability.py: rank 0 forks after joining; its
-child uses the inherited communicator (or only exits), and the parent and rank 1 go on."""
+"""Rank functions for test_reliability.py (issue 32): rank 0 forks after joining (its child uses
+the inherited communicator, or only exits, and the parent and rank 1 go on); setup failures."""
 import atexit
 import gc
 import os
@@ -68,3 +68,14 @@ def fork_after_join(rank, world, uid, mode):
     c.close()
     return {"first": y.tolist()[:3], "exact": bool((y == 3002).all()), "second": bool((z == np.arange(N) * 3).all()),
             "after_fork_s": time.monotonic() - t0, "child": child_report}
+
+
+def setup_failure(rank, world, uid):
+    """A workspace no /dev/shm can hold: the creator's posix_fallocate fails (ENOSPC at once on
+    tmpfs, which checks the size against its limit before allocating anything)."""
+    t0 = time.monotonic()
+    try:
+        actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20, workspace_bytes=1 << 42)
+    except actorcc.Error as e:
+        return type(e).__name__, e.culprit, str(e), time.monotonic() - t0
+    return None

@@ -97,10 +97,10 @@ def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(
     # rank 1 that rank 0 closed, and the parent lost its root connection). Now the child's call
     # raises naming the fork, and its teardown leaves the parent's sockets and segment alone.
     from mp_helpers import run_ranks
-    import fork_workers
+    import reliability_workers
 
     t0 = time.monotonic()
-    res = run_ranks(2, fork_workers.fork_after_join, uid, mode, timeout=60)
+    res = run_ranks(2, reliability_workers.fork_after_join, uid, mode, timeout=60)
     assert time.monotonic() - t0 < 45
     for r in range(2):
         out = res[r][1]
@@ -114,3 +114,127 @@ def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(
         assert "fork() child" in text and "created by process" in text, child
     else:
         assert child == "no call"
+
+
+def test_setup_failure_is_a_system_error_naming_the_rank(uid):
+    # Issue 32 item 6: a full (or read-only) /dev/shm on the segment's creator was raised as
+    # UnsupportedError with culprit -1 on every rank. Now every rank raises SystemCallError (an
+    # OSError) naming the creator, rank 0, as the culprit.
+    from mp_helpers import run_ranks
+    import reliability_workers
+
+    res = run_ranks(2, reliability_workers.setup_failure, uid, timeout=60)
+    for r in range(2):
+        assert res[r][1] is not None, f"rank {r} formed a group with a 4 TiB workspace"
+        kind, culprit, text, secs = res[r][1]
+        assert kind == "SystemCallError" and culprit == 0, (r, kind, culprit, text)
+        assert "rank 0" in text and ("No space left" in text or "space" in text.lower()), text
+        assert secs < 15, secs
+
+
+def test_a_used_unique_id_fails_fast_naming_the_cause(uid):
+    # Issue 32 item 6: joining with the id of a group that has ended retried "connection
+    # refused" for the whole join timeout (600 s by default), then named nobody.
+    with actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=10) as c:
+        c.host_barrier()
+    time.sleep(0.3)  # the root ends once every rank has left
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.RemoteError) as e:
+        actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=60)
+    took = time.monotonic() - t0
+    assert took < 6, took
+    assert "a UniqueId serves one group" in str(e.value), str(e.value)
+    assert e.value.culprit == -1 and e.value.observer_rank == 0
+
+
+def test_errors_the_python_layer_raises_have_every_attribute():
+    # Issue 32 item 6: help(actorcc) says every error has .culprit; one raised by the Python
+    # layer itself (no C++ error behind it) had none.
+    for cls in (actorcc.Error, actorcc.InvalidArgumentError, actorcc.TimeoutError, actorcc.RemoteError,
+                actorcc.UnsupportedError):
+        e = cls("raised in Python")
+        assert (e.culprit, e.rank, e.observer_rank) == (-1, -1, -1), cls
+        assert isinstance(e.code, str) and e.code, cls
+    assert actorcc.InvalidArgumentError("x").code == "invalid argument"
+
+
+_CTRL_C_RANK = r"""
+import json, sys, time
+import numpy as np
+import actorcc
+uid, rank, world, phase = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+t0 = time.monotonic()
+try:
+    if phase == "join" and rank == 1:
+        print("READY", flush=True)  # then waits in the join: rank 2 never comes
+    c = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=60, join_timeout=60)
+    print("READY", flush=True)
+    if rank == 0:
+        sys.stdin.readline()  # the test says when rank 1 has been interrupted
+        t0 = time.monotonic()
+    x = np.ones(1001, np.float32)
+    c.all_reduce(x)
+    print(json.dumps({"ok": True}), flush=True)
+except actorcc.Error as e:
+    print(json.dumps({"type": type(e).__name__, "culprit": e.culprit, "msg": str(e),
+                      "secs": time.monotonic() - t0}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("phase", ["call", "join"])
+def test_ctrl_c_interrupts_a_blocked_rank_at_once_and_the_others_learn(uid, phase):
+    # Issue 32 item 5: SIGINT to a rank blocked in all_reduce (or in the constructor) took
+    # effect only at the call's timeout (300 s by default) or the join's (600 s), and the
+    # traceback was garbled. Now KeyboardInterrupt comes within a fraction of a second, and
+    # rank 0 learns at once that rank 1 was interrupted.
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    world = 3 if phase == "join" else 2
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = [subprocess.Popen([sys.executable, "-c", _CTRL_C_RANK, uid, str(r), str(world), phase],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for r in range(2)]
+    try:
+        if phase == "call":
+            for p in procs:
+                assert p.stdout.readline().strip() == "READY"
+        else:
+            assert procs[1].stdout.readline().strip() == "READY"
+        time.sleep(1.0)  # rank 1 is inside its wait now
+        t0 = time.monotonic()
+        procs[1].send_signal(signal.SIGINT)
+        _, err1 = procs[1].communicate(timeout=20)
+        took = time.monotonic() - t0
+        assert took < 2.0, f"rank 1 took {took:.1f} s to stop: {err1}"
+        assert "KeyboardInterrupt" in err1 and "lost sys.stderr" not in err1, err1
+        assert procs[1].returncode != 0
+        if phase == "call":
+            procs[0].stdin.write("go\n")
+            procs[0].stdin.flush()
+        out0, err0 = procs[0].communicate(timeout=30)
+        res = json.loads(out0.strip().splitlines()[-1])
+        assert res.get("culprit") == 1, (res, err0)
+        assert "interrupted by SIGINT" in res["msg"], res
+        assert res["secs"] < (3 if phase == "call" else 10), res
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_rank_waiting_to_join_says_which_ranks_are_missing(uid, capfd):
+    # Issue 32 item 7: a rank that never joins meant 600 s with no output at all. Now the root
+    # and the ranks already in say which ranks are missing, 5 s after the first arrived and
+    # then every 10 s; the timeout names them too.
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.TimeoutError) as e:
+        actorcc.Communicator(uid, 0, 3, backend="cpu", join_timeout=6)
+    assert time.monotonic() - t0 < 12
+    assert e.value.culprit == 1 and "ranks 1, 2 of 3 did not join" in str(e.value), str(e.value)
+    err = capfd.readouterr().err
+    assert "still waiting for ranks 1, 2 of 3 to join (1 joined;" in err, err
+    assert "actorcc rank 0: the group at" in err, err

@@ -238,3 +238,29 @@ def test_a_rank_waiting_to_join_says_which_ranks_are_missing(uid, capfd):
     err = capfd.readouterr().err
     assert "still waiting for ranks 1, 2 of 3 to join (1 joined;" in err, err
     assert "actorcc rank 0: the group at" in err, err
+
+
+def test_torch_groups_default_to_nccls_timeout_and_name_missing_ranks_and_world_sizes():
+    # Issue 32 item 7: through torch the default was 30 minutes (torch's generic default, where
+    # its NCCL backend gets 10), and a group whose ranks did not all arrive named none of them.
+    torch = pytest.importorskip("torch")
+    import datetime
+
+    import torch.distributed as dist
+    from actorcc import torch as at
+
+    assert at._timeout_of(dist.constants.default_pg_timeout) == 600.0
+    assert at._timeout_of(datetime.timedelta(seconds=7)) == 7.0
+    store = dist.HashStore()
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.TimeoutError) as e:
+        at._create(store, 0, 3, datetime.timedelta(seconds=1))
+    assert time.monotonic() - t0 < 5
+    assert "rank(s) 1, 2 of 3 have not created the group" in str(e.value) and e.value.culprit == 1, str(e.value)
+    store = dist.HashStore()
+    store.set("actorcc_created/1", "4")  # rank 1 was given another world size
+    with pytest.raises(actorcc.InvalidArgumentError) as e:
+        at._create(store, 0, 3, datetime.timedelta(seconds=1))
+    assert "disagree on the world size" in str(e.value) and "rank 1 has 4" in str(e.value), str(e.value)
+    assert e.value.culprit == 1
+    del torch

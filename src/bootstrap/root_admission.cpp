@@ -29,11 +29,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     return;
   }
   if (!same_token(h.token, token)) {
-    uint64_t held = 0;
-    if (stranger_log.allow(held))
-      LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
-                               << ": wrong token (a stale UniqueId, one from another group, or a stranger)"
-                               << held_back(held));
+    gate.log("rejected a join from " + c.peer + ": wrong token (a stale UniqueId, one from another group, or a stranger)");
     close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
                                 where + " (stale or from another group?)"});
     return;

@@ -162,10 +162,7 @@ void RootServer::Impl::on_lost(Conn& c) {
   std::string detail = c.broken_detail;
   c.state = Conn::State::Dead;
   if (c.rank < 0) {
-    uint64_t held = 0;
-    if (stranger_log.allow(held))
-      LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail
-                               << held_back(held));
+    gate.log("dropped connection from " + c.peer + " before HELLO: " + detail);
     return;
   }
   detach_rank(c);

@@ -90,42 +90,23 @@ size_t RootServer::Impl::unauthenticated() const {
 void RootServer::Impl::evict_oldest_stranger() {
   for (Conn& c : conns)
     if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) {
-      uint64_t held = 0;
-      if (stranger_log.allow(held))
-        LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
-                                 << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+      gate.log("closed the connection from " + c.peer + " (no HELLO yet) to make room: " +
+               std::to_string(net::StrangerGate::kMaxUnauthenticated) + " connections have not said HELLO");
       c.state = Conn::State::Dead;
       return;
     }
 }
 
 void RootServer::Impl::accept_all() {
-  size_t strangers = unauthenticated();
-  for (;;) {
-    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // drained
-      // Out of descriptors or memory: the pending connection stays queued and the listener
-      // stays readable, so back off rather than spin; the stragglers' HELLO timeouts free fds.
-      const int e = errno;
-      accept_paused_until = Clock::now() + kAcceptBackoff;
-      uint64_t held = 0;
-      if (stranger_log.allow(held))
-        LOG_WARN("actorcc root " << where << ": accept() failed: " << std::strerror(e) << "; retrying in "
-                                 << kAcceptBackoff.count() << " ms" << held_back(held));
-      return;
-    }
-    if (strangers >= kMaxUnauthenticated)
-      evict_oldest_stranger();  // freed by the next sweep()
-    else
-      ++strangers;
-    Conn& c = conns.emplace_back();
-    c.fd.reset(fd);
-    net::set_nodelay(fd);
-    c.peer = net::peer_name(fd);
-    c.hello_by = Clock::now() + kHelloTimeout;
-  }
+  gate.accept_all(
+      listener.get(), unauthenticated(),
+      [&](net::Fd fd) {
+        Conn& c = conns.emplace_back();
+        c.peer = net::peer_name(fd.get());
+        c.fd = std::move(fd);
+        c.hello_by = Clock::now() + kHelloTimeout;
+      },
+      [&] { evict_oldest_stranger(); });  // freed by the next sweep()
 }
 
 void RootServer::Impl::read_from(Conn& c) {
@@ -229,7 +210,7 @@ bool RootServer::Impl::done() const {
 int RootServer::Impl::poll_timeout() const {
   auto now = Clock::now();
   auto next = now + milliseconds(1000);
-  if (accept_paused_until > now) next = std::min(next, accept_paused_until);
+  if (gate.resumes_at() > now) next = std::min(next, gate.resumes_at());
   if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
   if (dispute_until) next = std::min(next, *dispute_until);
   if (world > 0 && !welcomed && !failure) next = std::min(next, next_join_note);
@@ -249,8 +230,8 @@ void RootServer::Impl::run() {
     pfds.clear();
     order.clear();
     pfds.push_back({wake_r.get(), POLLIN, 0});
-    // fd -1: poll ignores the listener while accepting is paused (see kAcceptBackoff).
-    pfds.push_back({Clock::now() < accept_paused_until ? -1 : listener.get(), POLLIN, 0});
+    // fd -1: poll ignores the listener while accepting is paused (StrangerGate::kAcceptBackoff).
+    pfds.push_back({gate.poll_fd(listener.get()), POLLIN, 0});
     for (Conn& c : conns) {
       short ev = POLLIN;
       if (c.out_pos < c.out.size()) ev |= POLLOUT;

@@ -13,6 +13,7 @@
 
 #include "bootstrap/root.hpp"
 #include "bootstrap/socket.hpp"
+#include "bootstrap/stranger_gate.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/deadline.hpp"
 
@@ -37,10 +38,6 @@ inline constexpr size_t kMaxHeldTotal = 4 * static_cast<size_t>(wire::kMaxPayloa
 // How late the root may log a rank lost after the group formed (see Impl::LossBatch): the
 // processes of a job that shuts down can end over more than 2 s on a loaded host.
 inline constexpr std::chrono::milliseconds kLossGrace(5000);
-// Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
-// at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
-// fds, and a real rank (which says HELLO right after connecting) still gets in.
-inline constexpr size_t kMaxUnauthenticated = 64;
 // No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
 inline constexpr int kMaxWorld = 1 << 16;
 // While a group forms: the root says which ranks have not joined (in its log, and to the ranks
@@ -49,43 +46,6 @@ inline constexpr std::chrono::milliseconds kJoinNoteFirst(5000);
 inline constexpr std::chrono::milliseconds kJoinNoteEvery(10000);
 // How long a one-against-one world-size dispute waits for a third rank's claim.
 inline constexpr std::chrono::milliseconds kDisputeWait(2000);
-// accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
-// listener this long instead of polling it again at once (which spins at full CPU).
-inline constexpr std::chrono::milliseconds kAcceptBackoff(200);
-
-// Log lines about strangers (rejected tokens, strays, the caps) are limited to a few per window,
-// with the count of those held back, so a flood cannot fill the log.
-class RateLimitedLog {
- public:
-  // True when a line may be written now; `suppressed` receives how many were held back since.
-  bool allow(uint64_t& suppressed) {
-    auto now = Clock::now();
-    if (now - window_start_ >= kWindow) {
-      window_start_ = now;
-      in_window_ = 0;
-    }
-    if (in_window_ >= kPerWindow) {
-      ++held_;
-      return false;
-    }
-    ++in_window_;
-    suppressed = held_;
-    held_ = 0;
-    return true;
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kWindow{10000};
-  static constexpr int kPerWindow = 5;
-  Clock::time_point window_start_{};
-  int in_window_ = 0;
-  uint64_t held_ = 0;
-};
-
-inline std::string held_back(uint64_t n) {
-  return n ? " (" + std::to_string(n) + " similar lines held back)" : std::string();
-}
-
 // Compares tokens in time independent of where they differ.
 inline bool same_token(const wire::Token& a, const wire::Token& b) {
   uint8_t d = 0;
@@ -147,8 +107,7 @@ struct RootServer::Impl {
   std::string where;  // listener address, for log lines
   std::atomic<bool> stop{false};
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
-  root_detail::RateLimitedLog stranger_log;
-  Clock::time_point accept_paused_until{};
+  net::StrangerGate gate{"actorcc root"};  // the cap, the EMFILE back-off, the log limit
   Clock::time_point next_join_note{};  // when to say again which ranks have not joined
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn

@@ -195,6 +195,15 @@ BootstrapClient::~BootstrapClient() {
   closing_.store(true, std::memory_order_release);
   if (!dropped_) {
     std::lock_guard<std::mutex> g(send_mu_);
+    // A group that failed here first (found in shared memory: a mismatch, a local peer's
+    // timeout) may not have reached the root yet. Its cause goes first, on the same connection,
+    // so no rank can learn of this leave before the failure that ended the group: without it, a
+    // rank still waiting read "rank R closed the communicator" where another rank was at fault.
+    if (abort_->raised() && !abort_sent_ && !told_by_root_.load() && abort_->culprit() >= 0) {
+      abort_sent_ = true;
+      wire::send_message(fd_.get(), wire::Abort{rank_, abort_->reason(), abort_->culprit()},
+                         Deadline::after(kAbortSendTimeout));  // best effort
+    }
     wire::send_message(fd_.get(), wire::Bye{collectives_.load(std::memory_order_relaxed)},
                        Deadline::after(kByeTimeout));  // best effort
   }
@@ -253,13 +262,18 @@ void BootstrapClient::read_loop() {
       shared_->status[s->seq] = std::move(*s);
       shared_->cv.notify_all();
     } else if (auto* a = std::get_if<wire::Abort>(&m)) {
+      told_by_root_.store(true);
       abort_->raise(a->culprit, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
+      told_by_root_.store(true);
       abort_->raise(p->rank, ErrorCode::Remote, p->reason);
     } else if (auto* l = std::get_if<wire::PeerLeft>(&m)) {
       std::lock_guard<std::mutex> g(departures_mu_);
       departures_.push_back({l->rank, l->collectives});
+      const bool was_raised = abort_->raised();
       if (listener_) listener_(departures_.back());
+      // A failure the departure caused came from the root too: every rank hears the departure.
+      if (!was_raised && abort_->raised()) told_by_root_.store(true);
     } else if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
       abort_->raise(j->culprit, ErrorCode::Timeout, j->reason);
     } else {

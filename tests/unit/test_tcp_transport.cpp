@@ -326,13 +326,20 @@ TEST(TcpTransport, AbortStopsAWaitPromptly) {
   EXPECT_NE(err[1].find("rank 0 aborted (test)"), std::string::npos) << err[1];
 }
 
+// The group's token and a stranger's, differing in one byte.
+struct Tokens {
+  wire::Token tok{}, wrong{};
+  explicit Tokens(uint8_t seed) {
+    tok[0] = seed;
+    wrong = tok;
+    wrong[3] = static_cast<uint8_t>(seed + 1);
+  }
+};
+
 // Strangers on the port (garbage, a wrong token, a silent connection, a duplicate of a rank
 // already connected) are turned away; the genuine peer still gets through.
 TEST(TcpListener, RejectsStrangersAndAcceptsThePeer) {
-  wire::Token tok{};
-  tok[0] = 42;
-  wire::Token wrong = tok;
-  wrong[3] = 9;
+  const auto [tok, wrong] = Tokens(42);
   tcp::Listener l("127.0.0.1");
   auto raw = [&] {
     net::Fd fd = net::connect_with_retry(l.address(), in(milliseconds(2000)), nullptr, 9);
@@ -408,10 +415,7 @@ int open_fd_count() {
 // genuine peer still gets in at once. Before: every stranger held a descriptor until its
 // 5 s hello timeout, and each rejection wrote a WARN line.
 TEST(TcpListener, StrangersAreCappedAndRateLimitedAndThePeerStillGetsIn) {
-  wire::Token tok{};
-  tok[0] = 7;
-  wire::Token wrong = tok;
-  wrong[5] = 1;
+  const auto [tok, wrong] = Tokens(7);
   tcp::Listener l("127.0.0.1");
   const int before = open_fd_count();
   std::map<int, net::Fd> got;

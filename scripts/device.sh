@@ -643,6 +643,14 @@ phase_reportshape() {
 
 [ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
 phases=("$@")
+# close() and exit with live CUDA graphs across virtual nodes (issue 32 item 1): 4 cases of at
+# most 90 s each; PASS when every rank of every case exits 0 in time with close() under 20 s.
+phase_closegraph() {
+  ensure_python_ext || return
+  step closegraph 400 env PYTHONPATH="$PKG" python3 tests/python/closegraph_device.py --timeout 90 || FAILED=1
+  grep -h "^CLOSEGRAPH" "$OUT/logs/closegraph.log" | tee -a "$SUMMARY"
+}
+
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
   echo "== device.sh ${phases[*]}: $NGPU GPU(s), budget ${BUDGET}s, $(date -u +%FT%TZ)"
@@ -652,7 +660,7 @@ nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
     build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | \
-      torchbench | elastic | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
+      torchbench | elastic | closegraph | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
       "phase_$p" ;;
     nccl) for q in ncclconf ncclabi nccltests ncclclients reportshape; do "phase_$q"; done ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;

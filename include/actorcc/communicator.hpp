@@ -182,4 +182,11 @@ class Communicator {
 
 const char* version() noexcept;
 
+// Interrupts every Communicator of this process that is being constructed (joining, or setting
+// up its backend): its constructor throws a RemoteError "rank R was interrupted: <reason>"
+// (culprit R) at once, and the ranks already in the group are told through the root. For front
+// ends that turn a signal into an exception (the Python bindings: Ctrl-C while joining); a call
+// in progress is interrupted with Communicator::abort(). Thread-safe; not async-signal-safe.
+void interrupt_constructions(const std::string& reason);
+
 }  // namespace actorcc

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
+import sys
 import threading
 import time
 
@@ -178,7 +180,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         self._store = store
         self._rank_ = rank
         self._size_ = size
-        self._timeout = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+        self._timeout = _timeout_of(timeout)
         self._comms = {}
         self._lock = threading.Lock()
         self._batch = None  # the send/recv ops of a batch_isend_irecv being collected
@@ -594,16 +596,61 @@ class ActorccProcessGroup(dist.ProcessGroup):
             c.abort("torch.distributed abort")
 
 
+def _timeout_of(timeout):
+    """The group's timeout in seconds. torch gives a backend it does not know its generic
+    default, 30 minutes, where NCCL's backend gets 10 (torch.distributed.constants): a group that
+    left it unset gets NCCL's, so a stalled or missing rank is reported when it would be with
+    "nccl" (docs/reliability.md, defaults)."""
+    if timeout is None:
+        timeout = _default_pg_timeout()
+    if isinstance(timeout, datetime.timedelta):
+        if timeout == _default_pg_timeout():
+            timeout = getattr(dist.constants, "default_pg_nccl_timeout", None) or datetime.timedelta(minutes=10)
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _default_pg_timeout():
+    return getattr(dist.constants, "default_pg_timeout", datetime.timedelta(minutes=30))
+
+
 def _create(store, rank, size, timeout):
     # With "cpu:gloo,cuda:actorcc" torch has just built a gloo backend for the group, which it
     # drops once this returns; a rank that dropped it while another was still connecting broke
     # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
-    # rank leaves only once all have got here, through the group's store.
+    # rank leaves only once all have got here, through the group's store. Each rank leaves its
+    # world size under its own key, so a rank that waits can say who is missing (every few
+    # seconds, and in the error at the timeout) and whose world size differs (at once).
+    secs = _timeout_of(timeout)
+    store.set(f"actorcc_created/{rank}", str(size))
     store.add("actorcc_created", 1)
-    deadline = time.monotonic() + (timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 1800)
+    t0 = time.monotonic()
+    next_note = t0 + 5
     while int(store.add("actorcc_created", 0)) < size:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"actorcc torch backend: rank {rank}: the other ranks of the group did not arrive")
+        now = time.monotonic()
+        if now > next_note or now - t0 > secs:
+            keys = [f"actorcc_created/{r}" for r in range(size)]
+            missing = [r for r, k in enumerate(keys) if not store.check([k])]
+            sizes = {r: int(store.get(k)) for r, k in enumerate(keys) if r not in missing}
+            other = {r: n for r, n in sizes.items() if n != size}
+            if other:
+                e = InvalidArgumentError(
+                    f"actorcc torch backend: rank {rank}: the ranks disagree on the world size: this rank has "
+                    f"{size}, " + ", ".join(f"rank {r} has {n}" for r, n in sorted(other.items())))
+                e.rank = e.observer_rank = rank
+                e.culprit = min(other)
+                raise e
+            text = (f"rank(s) {', '.join(map(str, missing)) or '?'} of {size} have not created the group "
+                    f"({size - len(missing)} have)")
+            if now - t0 > secs:
+                from ._actorcc import TimeoutError as _Timeout
+                e = _Timeout(f"actorcc torch backend: rank {rank}: {text} within the group's timeout of {secs:g} s")
+                e.rank = e.observer_rank = rank
+                e.culprit = missing[0] if missing else -1
+                raise e
+            print(f"[actorcc WARN pid {os.getpid()}] actorcc torch backend: rank {rank}: still waiting: {text}",
+                  file=sys.stderr, flush=True)
+            next_note = now + 10
         time.sleep(0.005)
     return ActorccProcessGroup(store, rank, size, timeout)
 

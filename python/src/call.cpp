@@ -1,4 +1,5 @@
 #include "call.hpp"
+#include "interrupt.hpp"
 
 #include <string>
 
@@ -146,9 +147,13 @@ void PyComm::check_device(const Buf& b, const char* what) const {
 void Call::run() {
   if (done) throw_invalid("this call has already run", pc->rank);
   done = true;
-  nb::gil_scoped_release nogil;
+  interruptible([this] { run_unlocked(); });
+}
+
+void Call::run_unlocked() {
   std::shared_lock lock(pc->mu);
   Communicator& c = pc->get();
+  Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
   switch (coll) {
     case Collective::AllReduce: c.all_reduce(send.ptr, recv.ptr, count, send.dtype, op, stream); break;
     case Collective::ReduceScatter: c.reduce_scatter(send.ptr, recv.ptr, count, send.dtype, op, stream); break;

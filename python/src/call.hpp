@@ -57,6 +57,7 @@ struct Call {
   std::vector<size_t> in_counts, out_counts;
 
   void run();
+  void run_unlocked();  // run() without the GIL
 };
 
 // Resolves and checks every argument; throws InvalidArgument before anything moves.

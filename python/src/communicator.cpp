@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "actorcc/actorcc.hpp"
 #include "bindings.hpp"
 #include "call.hpp"
+#include "interrupt.hpp"
 #include "tensor_arg.hpp"
 
 namespace actorcc::py {
@@ -73,10 +75,10 @@ void bind_communicator(nb::module_& m) {
              nb::handle timeout, nb::handle join_timeout, const std::string& algo, bool checked, size_t workspace_bytes) {
             Options o = make_options(backend, device, timeout, join_timeout, algo, checked, workspace_bytes);
             std::unique_ptr<Communicator> c;
-            {
-              nb::gil_scoped_release nogil;  // joining waits for every rank (bounded by join_timeout)
+            interruptible([&] {  // joining waits for every rank (bounded by join_timeout)
+              Interruptible ctrl_c([] { interrupt_constructions(kInterruptReason); });
               c = std::make_unique<Communicator>(id, rank, world_size, o);
-            }
+            });
             new (self) PyComm(std::move(c));
           },
           nb::arg("uid"), nb::arg("rank"), nb::arg("world_size"), nb::arg("backend") = "auto", nb::arg("device") = -1,
@@ -89,10 +91,10 @@ void bind_communicator(nb::module_& m) {
             if (port <= 0 || port > 65535) throw_invalid("port must be in 1..65535, got " + std::to_string(port), rank);
             Options o = make_options(backend, device, timeout, join_timeout, algo, checked, workspace_bytes);
             std::unique_ptr<Communicator> c;
-            {
-              nb::gil_scoped_release nogil;
+            interruptible([&] {
+              Interruptible ctrl_c([] { interrupt_constructions(kInterruptReason); });
               c = Communicator::from_address(host, static_cast<uint16_t>(port), rank, world_size, o);
-            }
+            });
             return new PyComm(std::move(c));
           },
           nb::arg("host"), nb::arg("port"), nb::arg("rank"), nb::arg("world_size"), nb::arg("backend") = "auto",
@@ -191,13 +193,23 @@ void bind_communicator(nb::module_& m) {
             b.dev_type = dev_type;
             b.dev_id = dev_id;
             pc.check_device(b, "tensor");
-            nb::gil_scoped_release nogil;
-            std::shared_lock lock(pc.mu);
-            Communicator& c = pc.get();
-            if (coll == static_cast<int>(Collective::AllReduce))
-              c.all_reduce(b.ptr, b.ptr, count, b.dtype, static_cast<RedOp>(op), reinterpret_cast<Stream>(stream));
-            else
-              c.broadcast(b.ptr, b.ptr, count, b.dtype, root, reinterpret_cast<Stream>(stream));
+            auto run = [&](bool host) {
+              std::shared_lock lock(pc.mu);
+              Communicator& c = pc.get();
+              // A call on host memory waits for the peers; one on a GPU is only enqueued.
+              std::optional<Interruptible> ctrl_c;
+              if (host) ctrl_c.emplace([&c] { c.abort(kInterruptReason); });
+              if (coll == static_cast<int>(Collective::AllReduce))
+                c.all_reduce(b.ptr, b.ptr, count, b.dtype, static_cast<RedOp>(op), reinterpret_cast<Stream>(stream));
+              else
+                c.broadcast(b.ptr, b.ptr, count, b.dtype, root, reinterpret_cast<Stream>(stream));
+            };
+            if (dev_type != kDevCPU) {
+              nb::gil_scoped_release nogil;
+              run(false);
+            } else {
+              interruptible([&] { run(true); });
+            }
           },
           nb::arg("coll"), nb::arg("ptr"), nb::arg("count"), nb::arg("dtype"), nb::arg("dev_type"), nb::arg("dev_id"),
           nb::arg("op") = 0, nb::arg("root") = 0, nb::arg("stream") = 0)
@@ -222,11 +234,12 @@ void bind_communicator(nb::module_& m) {
           [](PyComm& p, nb::bytes blob) {
             std::string in(blob.c_str(), blob.size());
             std::vector<std::string> out;
-            {
-              nb::gil_scoped_release nogil;
+            interruptible([&] {
               std::shared_lock lock(p.mu);
-              out = p.get().allgather_bytes(in);
-            }
+              Communicator& c = p.get();
+              Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+              out = c.allgather_bytes(in);
+            });
             nb::list l;
             for (const auto& s : out) l.append(nb::bytes(s.data(), s.size()));
             return l;
@@ -234,9 +247,12 @@ void bind_communicator(nb::module_& m) {
           nb::arg("blob"), "Every rank's blob (bytes), indexed by rank, over the bootstrap network.")
       .def("host_barrier",
            [](PyComm& p) {
-             nb::gil_scoped_release nogil;
-             std::shared_lock lock(p.mu);
-             p.get().host_barrier();
+             interruptible([&] {
+               std::shared_lock lock(p.mu);
+               Communicator& c = p.get();
+               Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+               c.host_barrier();
+             });
            })
       .def("check",
            [](PyComm& p) {
@@ -246,9 +262,12 @@ void bind_communicator(nb::module_& m) {
       .def(
           "synchronize",
           [](PyComm& p, uintptr_t stream) {
-            nb::gil_scoped_release nogil;  // waits for the device
-            std::shared_lock lock(p.mu);
-            p.get().synchronize(reinterpret_cast<Stream>(stream));
+            interruptible([&] {  // waits for the device
+              std::shared_lock lock(p.mu);
+              Communicator& c = p.get();
+              Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+              c.synchronize(reinterpret_cast<Stream>(stream));
+            });
           },
           nb::arg("stream") = 0)
       .def(

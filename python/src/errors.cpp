@@ -33,9 +33,17 @@ PyObject* g_cuda = nullptr;
 PyObject* g_unsupported = nullptr;
 PyObject* g_internal = nullptr;
 
-PyObject* make_type(nb::module_& m, const char* name, const char* doc, PyObject* bases) {
+// `code`: the class's default .code. Every class also defaults .rank, .observer_rank and
+// .culprit to -1, so an error the Python layer raises itself (no C++ error behind it) still
+// has every attribute the hierarchy promises.
+PyObject* make_type(nb::module_& m, const char* name, const char* doc, PyObject* bases, const char* code) {
   std::string qual = std::string("actorcc.") + name;
-  PyObject* t = PyErr_NewExceptionWithDoc(qual.c_str(), doc, bases, nullptr);
+  nb::dict defaults;
+  defaults["code"] = nb::str(code);
+  defaults["rank"] = -1;
+  defaults["observer_rank"] = -1;
+  defaults["culprit"] = -1;
+  PyObject* t = PyErr_NewExceptionWithDoc(qual.c_str(), doc, bases, defaults.ptr());
   if (!t) throw nb::python_error();
   m.attr(name) = nb::borrow(t);  // the module keeps a reference; so does the global (never freed)
   return t;
@@ -60,19 +68,19 @@ void throw_invalid(const std::string& message, int rank) {
 }
 
 void bind_errors(nb::module_& m) {
-  g_error = make_type(m, "Error", "Base class of every actorcc error.", PyExc_RuntimeError);
+  g_error = make_type(m, "Error", "Base class of every actorcc error.", PyExc_RuntimeError, "error");
   g_invalid = make_type(m, "InvalidArgumentError", "Bad input; raised before any data moves.",
-                        tuple2(g_error, PyExc_ValueError));
+                        tuple2(g_error, PyExc_ValueError), to_string(ErrorCode::InvalidArgument));
   g_timeout = make_type(m, "TimeoutError", "A bounded wait expired; the message names the ranks not heard from.",
-                        tuple2(g_error, PyExc_TimeoutError));
+                        tuple2(g_error, PyExc_TimeoutError), to_string(ErrorCode::Timeout));
   g_remote = make_type(m, "RemoteError", "Another rank failed, aborted or vanished; .rank is that rank (-1: the root).",
-                       g_error);
+                       g_error, to_string(ErrorCode::Remote));
   g_system = make_type(m, "SystemCallError", "An OS call failed (socket, shared memory, ...).",
-                       tuple2(g_error, PyExc_OSError));
-  g_cuda = make_type(m, "CudaError", "A CUDA call failed.", g_error);
+                       tuple2(g_error, PyExc_OSError), to_string(ErrorCode::System));
+  g_cuda = make_type(m, "CudaError", "A CUDA call failed.", g_error, to_string(ErrorCode::Cuda));
   g_unsupported = make_type(m, "UnsupportedError", "Not possible in this setting (no GPU, backend mismatch, ...).",
-                            tuple2(g_error, PyExc_NotImplementedError));
-  g_internal = make_type(m, "InternalError", "An internal error in actorcc (a bug).", g_error);
+                            tuple2(g_error, PyExc_NotImplementedError), to_string(ErrorCode::Unsupported));
+  g_internal = make_type(m, "InternalError", "An internal error in actorcc (a bug).", g_error, to_string(ErrorCode::Internal));
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -21,6 +21,10 @@ namespace {
 // The root enforces the join deadline and answers JOIN_FAILED; the client waits this much
 // longer before concluding the root itself is not answering.
 constexpr milliseconds kJoinGrace(2000);
+// How long refusals of a UniqueId.create() root's address may last before it counts as gone
+// (it listens from before its id exists: a refusal is not "not up yet"; the grace covers only
+// a host under momentary pressure).
+constexpr milliseconds kRefusedGrace(2000);
 // Bounds on the best-effort messages of teardown and abort, and on the status query that
 // explains an allgather timeout.
 constexpr milliseconds kByeTimeout(500);
@@ -69,7 +73,20 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                                  ? Deadline::never()
                                  : Deadline(join_deadline.when() + kJoinGrace);
 
-  net::Fd fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank);
+  // A UniqueId.create() root listens before its id exists, so a refused connection means it is
+  // gone for good: fail now with the reason instead of retrying until the join deadline. A
+  // from_address root starts with rank 0, which may come later: retry for it.
+  net::Fd fd;
+  try {
+    fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank,
+                                 f.rank0_hosts ? std::nullopt : std::optional<milliseconds>(kRefusedGrace));
+  } catch (const RemoteError& e) {
+    throw RemoteError("the actorcc root of this UniqueId at " + where + " is gone: " + e.message() +
+                          ". A UniqueId.create() root listens from its creation until every rank of its group "
+                          "has left, so either this id's group already formed and ended (a UniqueId serves one "
+                          "group: create a new one for each group) or the process that created it exited",
+                      -1, rank);
+  }
 
   wire::Hello h;
   h.token = f.token;
@@ -92,6 +109,14 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                        rank);
   };
 
+  // This rank's own abort while it waits (interrupt_constructions: Ctrl-C) goes to the root, so
+  // the ranks already in the group learn why, naming this rank; another rank's abort came from
+  // there.
+  auto aborted = [&]() {
+    if (abort->culprit() == rank)
+      wire::send_message(fd.get(), wire::Abort{rank, abort->reason(), rank}, Deadline::after(kAbortSendTimeout));
+    abort->rethrow();
+  };
   net::IoResult io = wire::send_message(fd.get(), h, answer_by, abort.get());
   if (io.status == IoStatus::Aborted) abort->rethrow();
   if (io.status == IoStatus::Timeout) no_answer();
@@ -104,7 +129,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     } catch (const wire::WireError& e) {
       root_lost(std::string("it sent a malformed frame: ") + e.what());
     }
-    if (in.io.status == IoStatus::Aborted) abort->rethrow();
+    if (in.io.status == IoStatus::Aborted) aborted();
     if (in.io.status == IoStatus::Timeout) no_answer();
     if (in.io.status == IoStatus::Closed) root_lost(in.io.detail);
     wire::Message& m = *in.msg;
@@ -114,6 +139,10 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                   std::to_string(world));
       return std::make_unique<BootstrapClient>(std::move(fd), rank, world, std::move(w->blobs), abort, where,
                                                root_rank);
+    }
+    if (auto* s = std::get_if<wire::StatusReply>(&m); s && s->seq == wire::kJoinStatusSeq) {
+      LOG_WARN("actorcc rank " << rank << ": the group at " << where << " is " << s->text);
+      continue;
     }
     if (auto* r = std::get_if<wire::Reject>(&m))
       throw InvalidArgument("the actorcc root at " + where + " rejected the join: " + r->reason, rank);
@@ -166,6 +195,15 @@ BootstrapClient::~BootstrapClient() {
   closing_.store(true, std::memory_order_release);
   if (!dropped_) {
     std::lock_guard<std::mutex> g(send_mu_);
+    // A group that failed here first (found in shared memory: a mismatch, a local peer's
+    // timeout) may not have reached the root yet. Its cause goes first, on the same connection,
+    // so no rank can learn of this leave before the failure that ended the group: without it, a
+    // rank still waiting read "rank R closed the communicator" where another rank was at fault.
+    if (abort_->raised() && !abort_sent_ && !told_by_root_.load() && abort_->culprit() >= 0) {
+      abort_sent_ = true;
+      wire::send_message(fd_.get(), wire::Abort{rank_, abort_->reason(), abort_->culprit()},
+                         Deadline::after(kAbortSendTimeout));  // best effort
+    }
     wire::send_message(fd_.get(), wire::Bye{collectives_.load(std::memory_order_relaxed)},
                        Deadline::after(kByeTimeout));  // best effort
   }
@@ -224,13 +262,18 @@ void BootstrapClient::read_loop() {
       shared_->status[s->seq] = std::move(*s);
       shared_->cv.notify_all();
     } else if (auto* a = std::get_if<wire::Abort>(&m)) {
+      told_by_root_.store(true);
       abort_->raise(a->culprit, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
+      told_by_root_.store(true);
       abort_->raise(p->rank, ErrorCode::Remote, p->reason);
     } else if (auto* l = std::get_if<wire::PeerLeft>(&m)) {
       std::lock_guard<std::mutex> g(departures_mu_);
       departures_.push_back({l->rank, l->collectives});
+      const bool was_raised = abort_->raised();
       if (listener_) listener_(departures_.back());
+      // A failure the departure caused came from the root too: every rank hears the departure.
+      if (!was_raised && abort_->raised()) told_by_root_.store(true);
     } else if (auto* j = std::get_if<wire::JoinFailed>(&m)) {
       abort_->raise(j->culprit, ErrorCode::Timeout, j->reason);
     } else {

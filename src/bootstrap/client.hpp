@@ -65,6 +65,9 @@ class BootstrapClient final : public Bootstrap {
   std::atomic<uint64_t> collectives_{0};  // for this rank's BYE
   uint64_t next_seq_ = 0;
   bool abort_sent_ = false;
+  // The reader raised the AbortSignal from a frame of the root (another rank's abort, a lost
+  // rank): the root told every rank, so this rank's goodbye need not carry the cause.
+  std::atomic<bool> told_by_root_{false};
   std::atomic<bool> closing_{false};
   bool dropped_ = false;
   std::thread reader_;

@@ -25,6 +25,7 @@ RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_
   impl_->token = token;
   impl_->expected_world = expected_world;
   impl_->where = net::local_address(impl_->listener.get()).to_string();
+  impl_->gate = net::StrangerGate("actorcc root " + impl_->where);
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw SystemError(std::string("pipe2(): ") + std::strerror(errno));
   impl_->wake_r.reset(p[0]);
@@ -38,6 +39,7 @@ RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_
     // Close every socket now: the port frees, and clients still connected see the root go.
     impl_->conns.clear();
     impl_->listener.reset();
+    impl_->release_pending();  // the group is over: nothing it held outlives it
     finished_.store(true, std::memory_order_release);
   });
 }

@@ -3,6 +3,9 @@
 // while the group forms fails the group at once, naming it.
 #include "bootstrap/root_state.hpp"
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 
 #include "actorcc/error.hpp"
@@ -26,11 +29,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     return;
   }
   if (!same_token(h.token, token)) {
-    uint64_t held = 0;
-    if (stranger_log.allow(held))
-      LOG_WARN("actorcc root " << where << ": rejected a join from " << c.peer
-                               << ": wrong token (a stale UniqueId, one from another group, or a stranger)"
-                               << held_back(held));
+    gate.log("rejected a join from " + c.peer + ": wrong token (a stale UniqueId, one from another group, or a stranger)");
     close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
                                 where + " (stale or from another group?)"});
     return;
@@ -68,8 +67,11 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     return;
   }
   if (world >= 0 && h.world != world) {
-    reject(who + " says world size " + std::to_string(h.world) + " but the group has world size " +
-           std::to_string(world) + " (set by " + world_fixed_by + ")");
+    c.disputed = true;
+    c.hello_by = Clock::time_point::max();
+    disputed.push_back({&c, h});
+    if (!dispute_until) dispute_until = Clock::now() + kDisputeWait;
+    settle_world(false);
     return;
   }
   if (world >= 0 && !joined_from[h.rank].empty()) {
@@ -86,6 +88,8 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     sent.assign(world, 0);
     gone.assign(world, {});
     left.assign(world, false);
+    held.assign(world, 0);
+    next_join_note = Clock::now() + kJoinNoteFirst;
   }
   c.rank = h.rank;
   c.in.set_max_payload(wire::kMaxPayload);
@@ -104,12 +108,66 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
   }
   LOG_DEBUG("actorcc root " << where << ": rank " << h.rank << " of " << world << " joined from "
                             << joined_from[h.rank]);
-  if (joined == world) {
+  if (!disputed.empty()) settle_world(false);
+  if (joined == world && !failure) {
     welcomed = true;
     wire::Welcome w{std::move(blobs)};
     blobs.clear();
     broadcast(w);
   }
+}
+
+}  // namespace actorcc::bootstrap
+
+namespace actorcc::bootstrap {
+
+void RootServer::Impl::settle_world(bool expired) {
+  if (disputed.empty() || failure) return;
+  // Claims per size: the admitted ranks all gave `world`.
+  std::map<int, std::vector<int>> claims;
+  for (int q = 0; q < world; ++q)
+    if (!joined_from[q].empty()) claims[world].push_back(q);
+  for (const auto& d : disputed) claims[d.hello.world].push_back(d.hello.rank);
+  int best = world;
+  bool tie = false;
+  for (const auto& [w, ranks] : claims) {
+    if (w == best) continue;
+    if (ranks.size() > claims[best].size()) {
+      best = w;
+      tie = false;
+    } else if (ranks.size() == claims[best].size()) {
+      tie = true;
+    }
+  }
+  // One against one (or any tie) waits for another claim, up to kDisputeWait; then the size that
+  // the ranks which came could form (as many distinct ranks as it says) wins, else the group's.
+  if (tie) {
+    if (!expired) return;
+    std::set<int> came;
+    for (const auto& [w, ranks] : claims) came.insert(ranks.begin(), ranks.end());
+    best = claims.count(static_cast<int>(came.size())) ? static_cast<int>(came.size()) : world;
+  }
+  std::vector<int> wrong;
+  std::string text;
+  for (const auto& [w, ranks] : claims) {
+    if (w != best) wrong.insert(wrong.end(), ranks.begin(), ranks.end());
+    text += (text.empty() ? "" : ", ") + rank_list(ranks) + " gave world size " + std::to_string(w);
+  }
+  std::sort(wrong.begin(), wrong.end());
+  const std::string msg = rank_list(wrong) + " gave a world size other than " +
+                          (tie ? "the one the ranks that came could form (" : "the most ranks' (") +
+                          std::to_string(best) + "): " + text;
+  LOG_WARN("actorcc root " << where << ": " << msg);
+  wire::PeerLost m{wrong.front(), msg};
+  fail_group(m);  // the admitted ranks
+  // Held ranks: one that gave the wrong size is rejected (its join raises InvalidArgument with
+  // the reason); one that gave the right size learns who is at fault, as the admitted ones do.
+  for (auto& d : disputed) {
+    if (d.hello.world != best) close_after(*d.conn, wire::Reject{msg});
+    else close_after(*d.conn, m);
+  }
+  disputed.clear();
+  dispute_until.reset();
 }
 
 }  // namespace actorcc::bootstrap

@@ -24,6 +24,14 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
                        " was expected (protocol error)");
     return;
   }
+  if (overrun) {
+    send(c, *overrun);
+    return;
+  }
+  if (held[c.rank] + a.blob.size() > kMaxHeldPerRank || held_total + a.blob.size() > kMaxHeldTotal) {
+    refuse_overrun(c, a);
+    return;
+  }
   ++sent[c.rank];
   for (int q = 0; q < world; ++q)
     if (left[q] && sent[q] <= a.seq) {
@@ -37,7 +45,13 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
   }
   p.blobs[c.rank] = a.blob;
   p.have[c.rank] = true;
+  held[c.rank] += a.blob.size();
+  held_total += a.blob.size();
   if (++p.count == world) {
+    for (int q = 0; q < world; ++q) {
+      held[q] -= p.blobs[q].size();
+      held_total -= p.blobs[q].size();
+    }
     // Each client keeps its blob within kMaxPayload / world (allgather_limit), so the result
     // fits one frame; a client that did not would make encode() throw, so check here too.
     size_t total = 12;
@@ -51,6 +65,34 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
     }
     broadcast(r);
   }
+}
+
+void RootServer::Impl::refuse_overrun(Conn& c, const wire::Allgather& a) {
+  const int r = c.rank;
+  std::vector<int> behind;
+  for (int q = 0; q < world; ++q)
+    if (sent[q] <= a.seq && q != r) behind.push_back(q);
+  const bool mine = held[r] + a.blob.size() > kMaxHeldPerRank;
+  std::string why = "rank " + std::to_string(r) + " was refused: its allgather #" + std::to_string(a.seq) + " (" +
+                    std::to_string(a.blob.size()) + " bytes) would make the root hold " +
+                    (mine ? std::to_string(held[r] + a.blob.size()) + " bytes of its blobs"
+                          : std::to_string(held_total + a.blob.size()) + " bytes of blobs in all") +
+                    " for allgathers not yet reached by " +
+                    (behind.empty() ? std::string("the other ranks") : rank_list(behind)) + ", above the bound of " +
+                    std::to_string((mine ? kMaxHeldPerRank : kMaxHeldTotal) >> 20) +
+                    " MiB (a rank running ahead of the group, or not an actorcc rank)";
+  LOG_WARN("actorcc root " << where << ": " << why);
+  gone[r] = "was refused for running ahead";
+  overrun = wire::PeerLost{r, why};
+  release_pending();
+  broadcast(*overrun, &c);
+  close_after(c, *overrun);
+}
+
+void RootServer::Impl::release_pending() {
+  pending.clear();
+  std::fill(held.begin(), held.end(), 0);
+  held_total = 0;
 }
 
 void RootServer::Impl::on_status(Conn& c, const wire::Status& s) {
@@ -120,10 +162,7 @@ void RootServer::Impl::on_lost(Conn& c) {
   std::string detail = c.broken_detail;
   c.state = Conn::State::Dead;
   if (c.rank < 0) {
-    uint64_t held = 0;
-    if (stranger_log.allow(held))
-      LOG_WARN("actorcc root " << where << ": dropped connection from " << c.peer << " before HELLO: " << detail
-                               << held_back(held));
+    gate.log("dropped connection from " + c.peer + " before HELLO: " + detail);
     return;
   }
   detach_rank(c);

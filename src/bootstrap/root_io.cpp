@@ -83,49 +83,30 @@ void RootServer::Impl::detach_rank(Conn& c) {
 size_t RootServer::Impl::unauthenticated() const {
   size_t n = 0;
   for (const Conn& c : conns)
-    if (c.rank < 0 && c.state != Conn::State::Dead) ++n;
+    if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) ++n;
   return n;
 }
 
 void RootServer::Impl::evict_oldest_stranger() {
   for (Conn& c : conns)
-    if (c.rank < 0 && c.state != Conn::State::Dead) {
-      uint64_t held = 0;
-      if (stranger_log.allow(held))
-        LOG_WARN("actorcc root " << where << ": closed the connection from " << c.peer << " (no HELLO yet) to make room: "
-                                 << kMaxUnauthenticated << " connections have not said HELLO" << held_back(held));
+    if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) {
+      gate.log("closed the connection from " + c.peer + " (no HELLO yet) to make room: " +
+               std::to_string(net::StrangerGate::kMaxUnauthenticated) + " connections have not said HELLO");
       c.state = Conn::State::Dead;
       return;
     }
 }
 
 void RootServer::Impl::accept_all() {
-  size_t strangers = unauthenticated();
-  for (;;) {
-    int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // drained
-      // Out of descriptors or memory: the pending connection stays queued and the listener
-      // stays readable, so back off rather than spin; the stragglers' HELLO timeouts free fds.
-      const int e = errno;
-      accept_paused_until = Clock::now() + kAcceptBackoff;
-      uint64_t held = 0;
-      if (stranger_log.allow(held))
-        LOG_WARN("actorcc root " << where << ": accept() failed: " << std::strerror(e) << "; retrying in "
-                                 << kAcceptBackoff.count() << " ms" << held_back(held));
-      return;
-    }
-    if (strangers >= kMaxUnauthenticated)
-      evict_oldest_stranger();  // freed by the next sweep()
-    else
-      ++strangers;
-    Conn& c = conns.emplace_back();
-    c.fd.reset(fd);
-    net::set_nodelay(fd);
-    c.peer = net::peer_name(fd);
-    c.hello_by = Clock::now() + kHelloTimeout;
-  }
+  gate.accept_all(
+      listener.get(), unauthenticated(),
+      [&](net::Fd fd) {
+        Conn& c = conns.emplace_back();
+        c.peer = net::peer_name(fd.get());
+        c.fd = std::move(fd);
+        c.hello_by = Clock::now() + kHelloTimeout;
+      },
+      [&] { evict_oldest_stranger(); });  // freed by the next sweep()
 }
 
 void RootServer::Impl::read_from(Conn& c) {
@@ -164,8 +145,12 @@ void RootServer::Impl::on_timers() {
   auto now = Clock::now();
   for (Conn& c : conns) {
     if (c.state == Conn::State::Open && c.rank < 0 && now >= c.hello_by) mark_broken(c, "sent no HELLO within 5 s");
+  }
+  if (dispute_until && now >= *dispute_until) settle_world(true);
+  for (Conn& c : conns) {
     if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
   }
+  if (world > 0 && !welcomed && !failure && now >= next_join_note) note_missing_joiners(now);
   if (join_deadline && !welcomed && !failure && now >= *join_deadline) {
     std::vector<int> missing;
     for (int q = 0; q < world; ++q)
@@ -175,6 +160,23 @@ void RootServer::Impl::on_timers() {
     LOG_WARN("actorcc root " << where << ": " << msg);
     fail_group(wire::JoinFailed{msg, missing.empty() ? -1 : missing.front()});
   }
+}
+
+void RootServer::Impl::note_missing_joiners(Clock::time_point now) {
+  next_join_note = now + kJoinNoteEvery;
+  wire::StatusReply r;
+  r.seq = wire::kJoinStatusSeq;
+  for (int q = 0; q < world; ++q)
+    if (joined_from[q].empty()) r.missing.push_back(q);
+  if (r.missing.empty()) return;
+  const auto left = join_deadline ? duration_cast<seconds>(*join_deadline - now).count() : 0;
+  r.text = "still waiting for " + rank_list(std::vector<int>(r.missing.begin(), r.missing.end())) + " of " +
+           std::to_string(world) + " to join (" + std::to_string(joined) + " joined; " +
+           (join_deadline && *join_deadline != Clock::time_point::max() ? std::to_string(left) + " s left of the join timeout"
+                                                                        : std::string("no join timeout")) +
+           ")";
+  LOG_WARN("actorcc root " << where << ": " << r.text);
+  broadcast(r);
 }
 
 void RootServer::Impl::sweep() {
@@ -189,8 +191,10 @@ void RootServer::Impl::sweep() {
   conns.remove_if([&](Conn& c) {
     if (c.state != Conn::State::Dead) return false;
     detach_rank(c);
+    if (c.disputed) std::erase_if(disputed, [&](const Disputed& d) { return d.conn == &c; });
     return true;
   });
+  if (disputed.empty()) dispute_until.reset();
 }
 
 bool RootServer::Impl::done() const {
@@ -206,8 +210,10 @@ bool RootServer::Impl::done() const {
 int RootServer::Impl::poll_timeout() const {
   auto now = Clock::now();
   auto next = now + milliseconds(1000);
-  if (accept_paused_until > now) next = std::min(next, accept_paused_until);
+  if (gate.resumes_at() > now) next = std::min(next, gate.resumes_at());
   if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
+  if (dispute_until) next = std::min(next, *dispute_until);
+  if (world > 0 && !welcomed && !failure) next = std::min(next, next_join_note);
   if (losses) next = std::min(next, losses->first + kLossGrace);
   for (const Conn& c : conns) {
     if (c.state == Conn::State::Open && c.rank < 0) next = std::min(next, c.hello_by);
@@ -224,8 +230,8 @@ void RootServer::Impl::run() {
     pfds.clear();
     order.clear();
     pfds.push_back({wake_r.get(), POLLIN, 0});
-    // fd -1: poll ignores the listener while accepting is paused (see kAcceptBackoff).
-    pfds.push_back({Clock::now() < accept_paused_until ? -1 : listener.get(), POLLIN, 0});
+    // fd -1: poll ignores the listener while accepting is paused (StrangerGate::kAcceptBackoff).
+    pfds.push_back({gate.poll_fd(listener.get()), POLLIN, 0});
     for (Conn& c : conns) {
       short ev = POLLIN;
       if (c.out_pos < c.out.size()) ev |= POLLOUT;

@@ -13,6 +13,7 @@
 
 #include "bootstrap/root.hpp"
 #include "bootstrap/socket.hpp"
+#include "bootstrap/stranger_gate.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/deadline.hpp"
 
@@ -25,54 +26,26 @@ namespace root_detail {
 inline constexpr std::chrono::milliseconds kHelloTimeout(5000);
 // A rejected connection gets this long to read its REJECT and hang up.
 inline constexpr std::chrono::milliseconds kCloseLinger(2000);
-// A peer that stops reading must not make the root buffer without bound.
-inline constexpr size_t kMaxOutBuffer = 512u << 20;
+// A peer that stops reading must not make the root buffer without bound: two result frames.
+inline constexpr size_t kMaxOutBuffer = 2 * static_cast<size_t>(wire::kMaxPayload) + (1u << 20);
+// Allgather blobs the root holds for a rank ahead of the others (allgathers some rank has not
+// reached yet): a rank's own call waits for its result, so an honest rank is ahead by at most
+// one blob per thread calling, each within allgather_limit (kMaxPayload / world). Beyond these,
+// the rank is refused (the group fails naming it), so one authenticated connection (any local
+// user on the from_address loopback path without a secret) cannot make the root hold gigabytes.
+inline constexpr size_t kMaxHeldPerRank = wire::kMaxPayload;
+inline constexpr size_t kMaxHeldTotal = 4 * static_cast<size_t>(wire::kMaxPayload);
 // How late the root may log a rank lost after the group formed (see Impl::LossBatch): the
 // processes of a job that shuts down can end over more than 2 s on a loaded host.
 inline constexpr std::chrono::milliseconds kLossGrace(5000);
-// Connections that have not authenticated yet (strays, scanners, strangers): beyond this many
-// at once the oldest is closed to make room, so strangers cannot exhaust the root's memory or
-// fds, and a real rank (which says HELLO right after connecting) still gets in.
-inline constexpr size_t kMaxUnauthenticated = 64;
 // No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
 inline constexpr int kMaxWorld = 1 << 16;
-// accept() failing for want of descriptors (EMFILE, ENFILE) or memory: stop watching the
-// listener this long instead of polling it again at once (which spins at full CPU).
-inline constexpr std::chrono::milliseconds kAcceptBackoff(200);
-
-// Log lines about strangers (rejected tokens, strays, the caps) are limited to a few per window,
-// with the count of those held back, so a flood cannot fill the log.
-class RateLimitedLog {
- public:
-  // True when a line may be written now; `suppressed` receives how many were held back since.
-  bool allow(uint64_t& suppressed) {
-    auto now = Clock::now();
-    if (now - window_start_ >= kWindow) {
-      window_start_ = now;
-      in_window_ = 0;
-    }
-    if (in_window_ >= kPerWindow) {
-      ++held_;
-      return false;
-    }
-    ++in_window_;
-    suppressed = held_;
-    held_ = 0;
-    return true;
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kWindow{10000};
-  static constexpr int kPerWindow = 5;
-  Clock::time_point window_start_{};
-  int in_window_ = 0;
-  uint64_t held_ = 0;
-};
-
-inline std::string held_back(uint64_t n) {
-  return n ? " (" + std::to_string(n) + " similar lines held back)" : std::string();
-}
-
+// While a group forms: the root says which ranks have not joined (in its log, and to the ranks
+// that have, which log it too) this long after the first arrived, then every kJoinNoteEvery.
+inline constexpr std::chrono::milliseconds kJoinNoteFirst(5000);
+inline constexpr std::chrono::milliseconds kJoinNoteEvery(10000);
+// How long a one-against-one world-size dispute waits for a third rank's claim.
+inline constexpr std::chrono::milliseconds kDisputeWait(2000);
 // Compares tokens in time independent of where they differ.
 inline bool same_token(const wire::Token& a, const wire::Token& b) {
   uint8_t d = 0;
@@ -118,6 +91,7 @@ struct Conn {
   Clock::time_point hello_by{};  // only before HELLO
   Clock::time_point close_by{};  // only while Closing
   int rank = -1;                 // >= 0 once admitted
+  bool disputed = false;         // held: its HELLO's world size disagrees (Impl::disputed)
   bool write_shut = false;
   Conn() { in.set_max_payload(wire::kMaxHelloPayload); }  // lifted once admitted
 };
@@ -133,12 +107,21 @@ struct RootServer::Impl {
   std::string where;  // listener address, for log lines
   std::atomic<bool> stop{false};
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
-  root_detail::RateLimitedLog stranger_log;
-  Clock::time_point accept_paused_until{};
+  net::StrangerGate gate{"actorcc root"};  // the cap, the EMFILE back-off, the log limit
+  Clock::time_point next_join_note{};  // when to say again which ranks have not joined
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn
   int world = -1;
   std::string world_fixed_by;
+  // HELLOs whose world size disagrees with the group's, held (not admitted, not answered) while
+  // it is one claim against one: the first rank to arrive fixes the size, and only a third
+  // claim says which of the two is wrong (root_admission.cpp, settle_world()).
+  struct Disputed {
+    Conn* conn;
+    wire::Hello hello;
+  };
+  std::vector<Disputed> disputed;
+  std::optional<Clock::time_point> dispute_until;
   std::vector<Conn*> rank_conn;      // open connection of each admitted rank
   std::vector<std::string> joined_from;  // "host H pid P at ip:port" per admitted rank
   std::vector<std::string> blobs;
@@ -156,6 +139,11 @@ struct RootServer::Impl {
     int count = 0;
   };
   std::map<uint64_t, Pending> pending;
+  std::vector<size_t> held;  // bytes of each rank's blobs in `pending` (kMaxHeldPerRank)
+  size_t held_total = 0;     // all of them (kMaxHeldTotal)
+  // Set once a rank was refused for running ahead: the group is over, every later allgather
+  // is answered with it.
+  std::optional<wire::PeerLost> overrun;
   // Ranks lost after the group formed, not yet logged. The peers are told at once (PeerLost);
   // only the root's own log line waits up to kLossGrace: when every rank still connected is
   // lost within it, the processes ended together (ray.shutdown() kills every actor at once),
@@ -179,9 +167,16 @@ struct RootServer::Impl {
   // ---- admission (root_admission.cpp) ----
   void fail_group(const wire::Message& m);
   void on_hello(Conn& c, const wire::Hello& h);
+  // Decides a world-size dispute when the claims allow it (or `expired`): the ranks in the
+  // minority are at fault, and the group fails naming them.
+  void settle_world(bool expired);
 
   // ---- the formed group (root_group.cpp) ----
   void on_allgather(Conn& c, const wire::Allgather& a);
+  // Refuses rank c.rank, whose blob would take the root past kMaxHeldPerRank / kMaxHeldTotal.
+  void refuse_overrun(Conn& c, const wire::Allgather& a);
+  // Frees every blob held for an allgather (the group is over, or failed).
+  void release_pending();
   void on_status(Conn& c, const wire::Status& s);
   void on_abort(Conn& c, const wire::Abort& a);
   void on_bye(Conn& c, const wire::Bye& b);
@@ -200,6 +195,8 @@ struct RootServer::Impl {
   void accept_all();
   void read_from(Conn& c);
   void on_timers();
+  // Tells the log and the ranks already joined which ranks the forming group still waits for.
+  void note_missing_joiners(Clock::time_point now);
   // Handles broken connections (which may break others through the broadcasts they cause)
   // until none is left, then frees the dead ones.
   void sweep();

@@ -187,10 +187,12 @@ std::string peer_name(int fd) {
   return a.to_string();
 }
 
-Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal* abort, int rank) {
+Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal* abort, int rank,
+                      std::optional<std::chrono::milliseconds> refused_for) {
   using namespace std::chrono;
   auto backoff = milliseconds(10);
   std::string last_error = "no attempt made";
+  std::optional<Clock::time_point> refused_since;  // start of the current run of refusals
   for (;;) {
     if (abort) abort->throw_if_raised();
     Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -219,6 +221,15 @@ Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal
     // Refused / unreachable / timed out: the root may simply not be listening yet. An attempt
     // cut short by the deadline itself says less than the error before it, so keep that one.
     if (err != ETIMEDOUT || !deadline.expired() || last_error == "no attempt made") last_error = errno_text(err);
+    if (err != ECONNREFUSED) {
+      refused_since.reset();
+    } else if (!refused_since) {
+      refused_since = Clock::now();
+    } else if (refused_for && Clock::now() - *refused_since >= *refused_for) {
+      throw RemoteError("nothing listens at " + addr.to_string() + " (connection refused for " +
+                            std::to_string(duration_cast<milliseconds>(Clock::now() - *refused_since).count()) + " ms)",
+                        -1);  // the caller says whose root it was, and names the rank
+    }
     if (deadline.expired()) break;
     auto wake = Deadline::after(backoff).earliest(deadline);
     while (!wake.expired()) {

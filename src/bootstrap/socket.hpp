@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -49,8 +50,11 @@ void set_nodelay(int fd);
 // Connects to `addr`, retrying with backoff (10 ms doubling to 500 ms) while the root is not
 // up yet (connection refused, unreachable, ...), until `deadline`. Throws TimeoutError naming
 // the address and the last error, or rethrows the AbortSignal if it is raised meanwhile.
-// The returned socket is non-blocking with TCP_NODELAY set.
-Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal* abort, int rank);
+// The returned socket is non-blocking with TCP_NODELAY set. `refused_for`: where a listener
+// must already exist (a UniqueId.create() root listens before its id exists), refusals for
+// this long in a row mean nobody will listen: RemoteError (culprit -1) then, not the deadline.
+Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal* abort, int rank,
+                      std::optional<std::chrono::milliseconds> refused_for = std::nullopt);
 
 enum class IoStatus { Ok, Closed, Timeout, Aborted };
 struct IoResult {

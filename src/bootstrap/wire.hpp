@@ -110,6 +110,9 @@ struct Status {
   uint64_t seq = 0;
   bool operator==(const Status&) const = default;
 };
+// Also sent unasked while a group forms, every few seconds, to the ranks already in it, with
+// seq kJoinStatusSeq: which ranks have not joined yet (the ranks log it).
+inline constexpr uint64_t kJoinStatusSeq = ~uint64_t{0};
 struct StatusReply {
   uint64_t seq = 0;
   std::vector<int32_t> missing;  // ranks that have not sent allgather `seq`

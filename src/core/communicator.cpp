@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <utility>
+
+#include <unistd.h>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/outcomes.hpp"
@@ -43,11 +46,43 @@ std::string rank_list(const std::vector<int>& ranks) {
   return os.str();
 }
 
-// "\n  rank r: why" for every rank that could not build its backend. Every rank gets the same
-// verdict (Outcomes), so all ranks take the same next step and none waits in a collective alone.
-std::string failed_ranks(Bootstrap& bs, Deadline dl, const std::string& my_error) {
-  auto o = Outcomes::gather_error(bs, my_error, dl);
-  return o.all_ok() ? std::string() : "\n  " + o.reasons("", "\n  ");
+// One rank's attempt at a setup step: empty on success, else why and the error's code.
+struct Attempt {
+  std::string error;
+  ErrorCode code = ErrorCode::Internal;
+  int culprit = -1;  // the rank the error names as at fault, when it names one
+};
+
+// Every rank's verdict on a setup step: "\n  rank r: why" for every rank that failed, the first
+// of them (the culprit) and its error's code (a full /dev/shm is a System error on that rank
+// wherever it is reported). Every rank gets the same verdict (Outcomes), so all ranks take the
+// same next step and none waits in a collective alone.
+struct Verdict {
+  std::string text;
+  int culprit = -1;
+  ErrorCode code = ErrorCode::Unsupported;
+  bool ok() const { return text.empty(); }
+  [[noreturn]] void raise(const std::string& what, int rank) const { throw Error(code, what + text, rank, culprit); }
+};
+
+Verdict failed_ranks(Bootstrap& bs, Deadline dl, const Attempt& mine) {
+  // The status word carries the code and the culprit: "fail<code>:<culprit>".
+  auto o = Outcomes::gather(bs,
+                            mine.error.empty() ? "ok"
+                                               : "fail" + std::to_string(static_cast<int>(mine.code)) + ":" +
+                                                     std::to_string(mine.culprit),
+                            mine.error, dl);
+  Verdict v;
+  if (o.all_ok()) return v;
+  v.text = "\n  " + o.reasons("", "\n  ");
+  const int first = o.ranks().front();
+  const std::string& st = o.status(first);
+  int code = 0, culprit = -1;
+  if (std::sscanf(st.c_str(), "fail%d:%d", &code, &culprit) < 1) code = 0;
+  if (code >= static_cast<int>(ErrorCode::Internal) && code <= static_cast<int>(ErrorCode::Unsupported))
+    v.code = static_cast<ErrorCode>(code);
+  v.culprit = culprit >= 0 && culprit < o.world() ? culprit : first;
+  return v;
 }
 
 // How a GPU group that spans nodes is served: "hier" (default) or "flat". A group decision:
@@ -66,7 +101,7 @@ std::string multinode_shape(Bootstrap& bs, int rank, Deadline dl) {
 }
 
 template <typename Make>
-std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) {
+Attempt try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) {
   try {
     out = make();
     return {};
@@ -78,9 +113,12 @@ std::string try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& ma
     out.reset();
     bs.abort(e.what(), e.culprit());
     throw;
+  } catch (const Error& e) {
+    out.reset();
+    return {Outcomes::reason(e), e.code(), e.culprit()};
   } catch (const std::exception& e) {
     out.reset();
-    return Outcomes::reason(e);
+    return {Outcomes::reason(e), ErrorCode::Internal};
   }
 }
 
@@ -98,8 +136,33 @@ struct Communicator::Impl {
   std::atomic<uint64_t> collectives{0};
   std::mutex left_mu;
   std::vector<std::optional<uint64_t>> left_after;
+  // The process that built this communicator. A fork() child inherits the object, the
+  // sockets and the shm mappings, but not the threads that serve them; the connections are
+  // the parent's: a byte the child sends, or a socket it shuts down, is the parent's rank
+  // speaking (a peer would take the child's all_reduce for the parent's and return wrong
+  // data, or read the child's goodbye as the parent leaving). So the child may not use it,
+  // and its teardown leaves everything to the parent (NCCL: comms are unusable after fork).
+  const pid_t creator = ::getpid();
+
+  bool in_creator() const noexcept { return ::getpid() == creator; }
+  void check_process() const {
+    if (in_creator()) return;
+    throw UnsupportedError("this communicator was created by process " + std::to_string(creator) +
+                               " and cannot be used from process " + std::to_string(::getpid()) +
+                               " (a fork() child): its connections belong to the parent, which stays the rank; "
+                               "build a new communicator in the child instead",
+                           ctx.rank, ctx.rank);
+  }
 
   ~Impl() {
+    if (!in_creator()) {
+      // A fork child: no BYE, no shutdown() of the parent's sockets, no unlink, no join of
+      // threads that exist only in the parent. The kernel closes the child's copies of the
+      // descriptors at exit, which the parent's keep open.
+      (void)backend.release();
+      (void)bootstrap.release();
+      return;
+    }
     backend.reset();  // backends may still use the bootstrap while tearing down
     if (bootstrap) {
       bootstrap->set_collectives(collectives.load());
@@ -152,7 +215,10 @@ struct Communicator::Impl {
     for (size_t i = 0; i < a.num_ops; ++i) refuse_peer(a.ops[i].peer);
   }
 
-  void check_usable() const { abort->throw_if_raised(); }
+  void check_usable() const {
+    check_process();
+    abort->throw_if_raised();
+  }
 
   // The options of a group made from this one (shrink, grow): the same backend kind and device.
   Options next_options(std::chrono::milliseconds join_timeout) const {
@@ -215,6 +281,7 @@ struct Communicator::Impl {
   // call sequence has diverged from this rank's, and only an abort ends their wait in bounded
   // time with the real cause (rather than a timeout that names this rank without the reason).
   [[noreturn]] void refuse(const InvalidArgument& e) {
+    check_process();
     if (ctx.world > 1) ctx.abort_group("it refused a call with a bad argument: " + e.message());
     throw e;
   }
@@ -236,6 +303,39 @@ struct Communicator::Impl {
 
 namespace {
 
+// The AbortSignals of the communicators being constructed in this process, for
+// interrupt_constructions().
+struct Constructions {
+  std::mutex mu;
+  std::vector<AbortSignal*> signals;
+  static Constructions& instance() {
+    static Constructions c;
+    return c;
+  }
+};
+
+class ConstructionScope {
+ public:
+  explicit ConstructionScope(AbortSignal* s) : s_(s) {
+    auto& c = Constructions::instance();
+    std::lock_guard<std::mutex> g(c.mu);
+    c.signals.push_back(s_);
+  }
+  ~ConstructionScope() {
+    auto& c = Constructions::instance();
+    std::lock_guard<std::mutex> g(c.mu);
+    std::erase(c.signals, s_);
+  }
+  ConstructionScope(const ConstructionScope&) = delete;
+  ConstructionScope& operator=(const ConstructionScope&) = delete;
+
+ private:
+  AbortSignal* s_;
+};
+
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+                                               std::unique_ptr<Communicator::Impl>& impl, uint64_t digest);
+
 // `digest`: the membership a shrunk group was formed for (core/elastic.hpp), 0 otherwise.
 std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options,
                                           uint64_t digest = 0) {
@@ -243,8 +343,23 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   if (rank < 0 || rank >= world)
     throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
   auto impl = std::make_unique<Communicator::Impl>();
-  Options opt = options_from_env(user_options);
   impl->abort = std::make_shared<AbortSignal>(rank);
+  ConstructionScope scope(impl->abort.get());
+  try {
+    return build_impl(id, rank, world, user_options, impl, digest);
+  } catch (...) {
+    // Interrupted after joining: the others learn it from the root now, naming this rank (its
+    // goodbye alone would read as a clean leave, or a rank lost while forming).
+    if (impl && impl->bootstrap && impl->abort->raised() &&
+        impl->abort->reason().starts_with("rank " + std::to_string(rank) + " was interrupted"))
+      impl->bootstrap->abort(impl->abort->reason(), rank);
+    throw;
+  }
+}
+
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+                                               std::unique_ptr<Communicator::Impl>& impl, uint64_t digest) {
+  Options opt = options_from_env(user_options);
 
   // The device is chosen before joining so the peer table carries every rank's GPU identity.
   int device = -1;
@@ -262,11 +377,23 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   ctx.rank = rank;
   ctx.world = world;
   ctx.options = opt;
-  for (const auto& blob : impl->member->unwrap_all(impl->bootstrap->peer_blobs(), rank))
-    ctx.peers.push_back(topology::decode(blob));
+  // A blob comes from whoever held the token; one that does not decode is that rank's fault,
+  // and every rank finds the same, so every rank names it.
+  for (const auto& blob : impl->member->unwrap_all(impl->bootstrap->peer_blobs(), rank)) {
+    const int from = static_cast<int>(ctx.peers.size());
+    try {
+      ctx.peers.push_back(topology::decode(blob));
+    } catch (const Error& e) {
+      throw RemoteError("rank " + std::to_string(from) + " joined with a peer descriptor this rank cannot read (" +
+                            e.message() + "): not an actorcc rank of this version",
+                        from, rank);
+    }
+  }
   for (int r = 0; r < world; ++r)
     if (ctx.peers[r].rank != r)
-      throw Error(ErrorCode::Internal, "peer table out of order at rank " + std::to_string(r), rank);
+      throw RemoteError("rank " + std::to_string(r) + " joined with a peer descriptor for rank " +
+                            std::to_string(ctx.peers[r].rank) + ": not an actorcc rank of this version",
+                        r, rank);
   ctx.num_nodes = topology::assign_nodes(ctx.peers);
   for (const auto& p : ctx.peers)
     if (p.node == ctx.peers[rank].node) ctx.local_ranks.push_back(p.rank);
@@ -296,8 +423,7 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   auto& backend = impl->backend;
   if (kind == Backend::Cpu) {
     auto bad = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_cpu_backend(ctx); }));
-    if (!bad.empty())
-      throw UnsupportedError("CPU backend setup failed on " + bad, rank);
+    if (!bad.ok()) bad.raise("CPU backend setup failed on ", rank);
   } else {
     // Across nodes: the hierarchical backend (the CUDA backend inside each node, NCCL rails
     // between), or one flat NCCL communicator when asked for (the baseline the bench compares).
@@ -305,41 +431,44 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
     // (no P2P, VMM import refused) fall back to flat NCCL, never slower.
     const bool flat = ctx.num_nodes > 1 && multinode_shape(bs, rank, setup) == "flat";
     const std::string where = ctx.num_nodes > 1 ? "the group spans " + std::to_string(ctx.num_nodes) + " nodes" : "";
-    std::string bad;
+    Verdict bad;
     if (flat) {
       bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
         return make_nccl_backend(ctx, where + " and ACTORCC_MULTINODE=flat asks for one NCCL communicator");
       }));
-      if (!bad.empty())
-        throw UnsupportedError("NCCL setup for a multi-node group failed on " + bad,
-                               rank);
+      if (!bad.ok()) bad.raise("NCCL setup for a multi-node group failed on ", rank);
     } else {
       const char* name = ctx.num_nodes > 1 ? "hierarchical GPU" : "CUDA";
       bad = failed_ranks(bs, setup, try_make(bs, backend, [&] {
         return ctx.num_nodes > 1 ? make_gpu_hier_backend(ctx) : make_cuda_backend(ctx);
       }));
-      if (!bad.empty()) {
+      if (!bad.ok()) {
         // NCCL refuses a GPU used by two ranks too (only on those ranks; the others then wait in
         // its setup until the sharers' abort ends it: tests/python/test_gpu_nccl_setup.py), so
         // there is no fallback to try.
-        if (topology::shared_gpu(ctx.peers).first >= 0)
-          throw UnsupportedError(std::string(name) + " backend setup failed on " + bad, rank);
-        std::string why = (where.empty() ? "" : where + "; ") + "the NVLink/VMM path is unavailable:" + bad;
+        if (topology::shared_gpu(ctx.peers).first >= 0) bad.raise(std::string(name) + " backend setup failed on ", rank);
+        std::string why = (where.empty() ? "" : where + "; ") + "the NVLink/VMM path is unavailable:" + bad.text;
         backend.reset();
         auto bad2 = failed_ranks(bs, setup, try_make(bs, backend, [&] { return make_nccl_backend(ctx, why); }));
-        if (!bad2.empty())
-          throw UnsupportedError(std::string(name) + " backend setup failed on " + bad +
-                                     "\nand the NCCL fallback failed on " + bad2,
-                                 rank);
+        if (!bad2.ok())
+          bad2.raise(std::string(name) + " backend setup failed on " + bad.text + "\nand the NCCL fallback failed on ",
+                     rank);
       }
     }
   }
   LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes
                    << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size());
-  return impl;
+  return std::move(impl);
 }
 
 }  // namespace
+
+void interrupt_constructions(const std::string& reason) {
+  auto& c = Constructions::instance();
+  std::lock_guard<std::mutex> g(c.mu);
+  for (AbortSignal* s : c.signals)
+    s->raise(s->self_rank(), ErrorCode::Remote, "rank " + std::to_string(s->self_rank()) + " was interrupted: " + reason);
+}
 
 Communicator::Communicator(const UniqueId& id, int rank, int world_size, const Options& options)
     : impl_(build(id, rank, world_size, options)) {}
@@ -452,7 +581,10 @@ void Communicator::register_buffer(void* ptr, size_t bytes) {
   if (!ptr || bytes == 0) throw InvalidArgument("register_buffer: null pointer or zero size", rank());
   impl_->backend->register_buffer(ptr, bytes);
 }
-void Communicator::deregister_buffer(void* ptr) { impl_->backend->deregister_buffer(ptr); }
+void Communicator::deregister_buffer(void* ptr) {
+  impl_->check_process();
+  impl_->backend->deregister_buffer(ptr);
+}
 
 std::vector<std::string> Communicator::allgather_bytes(const std::string& blob) {
   impl_->check_usable();
@@ -464,15 +596,20 @@ void Communicator::host_barrier() {
 }
 
 void Communicator::check() {
+  impl_->check_process();
   impl_->backend->poll_errors();
   impl_->check_usable();
 }
 void Communicator::synchronize(Stream stream) {
+  impl_->check_process();
   impl_->backend->synchronize(stream);
   impl_->check_usable();
 }
 
-void Communicator::abort(const std::string& reason) { impl_->bootstrap->abort(reason); }
+void Communicator::abort(const std::string& reason) {
+  impl_->check_process();
+  impl_->bootstrap->abort(reason);
+}
 bool Communicator::aborted() const noexcept { return impl_->abort->raised(); }
 void Communicator::refuse_call(const InvalidArgument& error) { impl_->refuse(error); }
 

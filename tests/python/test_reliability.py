@@ -1,7 +1,9 @@
-"""Issue 21 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
-from_address needs a secret off loopback and derives its token from it."""
+"""Issues 21 and 32 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
+from_address needs a secret off loopback and derives its token from it, a fork child cannot act
+as its parent's rank."""
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -85,3 +87,180 @@ def test_from_address_with_a_secret_forms_the_group(monkeypatch):
     port = free_port()
     with actorcc.Communicator.from_address("127.0.0.1", port, 0, 1, backend="cpu", join_timeout=10) as c:
         assert c.allgather_bytes(b"s") == [b"s"]
+
+
+@pytest.mark.parametrize("mode", ["call", "exit"])
+def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(uid, mode):
+    # Issue 32 item 2: rank 0 forks after joining. "call": the child calls all_reduce while rank
+    # 1 waits in its own (before: the child's call paired with rank 1's, which returned 2101
+    # where 3002 is right, silently). "exit": the child only exits (before: its goodbye told
+    # rank 1 that rank 0 closed, and the parent lost its root connection). Now the child's call
+    # raises naming the fork, and its teardown leaves the parent's sockets and segment alone.
+    from mp_helpers import run_ranks
+    import reliability_workers
+
+    t0 = time.monotonic()
+    res = run_ranks(2, reliability_workers.fork_after_join, uid, mode, timeout=60)
+    assert time.monotonic() - t0 < 45
+    for r in range(2):
+        out = res[r][1]
+        assert out["exact"], f"rank {r}: {out['first']} (3002 is right)"
+        assert out["second"], f"rank {r}"
+        assert out["after_fork_s"] < 10, out
+    child = res[0][1]["child"]
+    if mode == "call":
+        kind, culprit, text = child.split("|", 2)
+        assert kind == "UnsupportedError" and culprit == "0", child
+        assert "fork() child" in text and "created by process" in text, child
+    else:
+        assert child == "no call"
+
+
+def test_setup_failure_is_a_system_error_naming_the_rank(uid):
+    # Issue 32 item 6: a full (or read-only) /dev/shm on the segment's creator was raised as
+    # UnsupportedError with culprit -1 on every rank. Now every rank raises SystemCallError (an
+    # OSError) naming the creator, rank 0, as the culprit.
+    from mp_helpers import run_ranks
+    import reliability_workers
+
+    res = run_ranks(2, reliability_workers.setup_failure, uid, timeout=60)
+    for r in range(2):
+        assert res[r][1] is not None, f"rank {r} formed a group with a 4 TiB workspace"
+        kind, culprit, text, secs = res[r][1]
+        assert kind == "SystemCallError" and culprit == 0, (r, kind, culprit, text)
+        assert "rank 0" in text and ("No space left" in text or "space" in text.lower()), text
+        assert secs < 15, secs
+
+
+def test_a_used_unique_id_fails_fast_naming_the_cause(uid):
+    # Issue 32 item 6: joining with the id of a group that has ended retried "connection
+    # refused" for the whole join timeout (600 s by default), then named nobody.
+    with actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=10) as c:
+        c.host_barrier()
+    time.sleep(0.3)  # the root ends once every rank has left
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.RemoteError) as e:
+        actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=60)
+    took = time.monotonic() - t0
+    assert took < 6, took
+    assert "a UniqueId serves one group" in str(e.value), str(e.value)
+    assert e.value.culprit == -1 and e.value.observer_rank == 0
+
+
+def test_errors_the_python_layer_raises_have_every_attribute():
+    # Issue 32 item 6: help(actorcc) says every error has .culprit; one raised by the Python
+    # layer itself (no C++ error behind it) had none.
+    for cls in (actorcc.Error, actorcc.InvalidArgumentError, actorcc.TimeoutError, actorcc.RemoteError,
+                actorcc.UnsupportedError):
+        e = cls("raised in Python")
+        assert (e.culprit, e.rank, e.observer_rank) == (-1, -1, -1), cls
+        assert isinstance(e.code, str) and e.code, cls
+    assert actorcc.InvalidArgumentError("x").code == "invalid argument"
+
+
+_CTRL_C_RANK = r"""
+import json, sys, time
+import numpy as np
+import actorcc
+uid, rank, world, phase = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+t0 = time.monotonic()
+try:
+    if phase == "join" and rank == 1:
+        print("READY", flush=True)  # then waits in the join: rank 2 never comes
+    c = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=60, join_timeout=60)
+    print("READY", flush=True)
+    if rank == 0:
+        sys.stdin.readline()  # the test says when rank 1 has been interrupted
+        t0 = time.monotonic()
+    x = np.ones(1001, np.float32)
+    c.all_reduce(x)
+    print(json.dumps({"ok": True}), flush=True)
+except actorcc.Error as e:
+    print(json.dumps({"type": type(e).__name__, "culprit": e.culprit, "msg": str(e),
+                      "secs": time.monotonic() - t0}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("phase", ["call", "join"])
+def test_ctrl_c_interrupts_a_blocked_rank_at_once_and_the_others_learn(uid, phase):
+    # Issue 32 item 5: SIGINT to a rank blocked in all_reduce (or in the constructor) took
+    # effect only at the call's timeout (300 s by default) or the join's (600 s), and the
+    # traceback was garbled. Now KeyboardInterrupt comes within a fraction of a second, and
+    # rank 0 learns at once that rank 1 was interrupted.
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    world = 3 if phase == "join" else 2
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = [subprocess.Popen([sys.executable, "-c", _CTRL_C_RANK, uid, str(r), str(world), phase],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for r in range(2)]
+    try:
+        if phase == "call":
+            for p in procs:
+                assert p.stdout.readline().strip() == "READY"
+        else:
+            assert procs[1].stdout.readline().strip() == "READY"
+        time.sleep(1.0)  # rank 1 is inside its wait now
+        t0 = time.monotonic()
+        procs[1].send_signal(signal.SIGINT)
+        _, err1 = procs[1].communicate(timeout=20)
+        took = time.monotonic() - t0
+        assert took < 2.0, f"rank 1 took {took:.1f} s to stop: {err1}"
+        assert "KeyboardInterrupt" in err1 and "lost sys.stderr" not in err1, err1
+        assert procs[1].returncode != 0
+        if phase == "call":
+            procs[0].stdin.write("go\n")
+            procs[0].stdin.flush()
+        out0, err0 = procs[0].communicate(timeout=30)
+        res = json.loads(out0.strip().splitlines()[-1])
+        assert res.get("culprit") == 1, (res, err0)
+        assert "interrupted by SIGINT" in res["msg"], res
+        assert res["secs"] < (3 if phase == "call" else 10), res
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_rank_waiting_to_join_says_which_ranks_are_missing(uid, capfd):
+    # Issue 32 item 7: a rank that never joins meant 600 s with no output at all. Now the root
+    # and the ranks already in say which ranks are missing, 5 s after the first arrived and
+    # then every 10 s; the timeout names them too.
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.TimeoutError) as e:
+        actorcc.Communicator(uid, 0, 3, backend="cpu", join_timeout=6)
+    assert time.monotonic() - t0 < 12
+    assert e.value.culprit == 1 and "ranks 1, 2 of 3 did not join" in str(e.value), str(e.value)
+    err = capfd.readouterr().err
+    assert "still waiting for ranks 1, 2 of 3 to join (1 joined;" in err, err
+    assert "actorcc rank 0: the group at" in err, err
+
+
+def test_torch_groups_default_to_nccls_timeout_and_name_missing_ranks_and_world_sizes():
+    # Issue 32 item 7: through torch the default was 30 minutes (torch's generic default, where
+    # its NCCL backend gets 10), and a group whose ranks did not all arrive named none of them.
+    torch = pytest.importorskip("torch")
+    import datetime
+
+    import torch.distributed as dist
+    from actorcc import torch as at
+
+    assert at._timeout_of(dist.constants.default_pg_timeout) == 600.0
+    assert at._timeout_of(datetime.timedelta(seconds=7)) == 7.0
+    store = dist.HashStore()
+    t0 = time.monotonic()
+    with pytest.raises(actorcc.TimeoutError) as e:
+        at._create(store, 0, 3, datetime.timedelta(seconds=1))
+    assert time.monotonic() - t0 < 5
+    assert "rank(s) 1, 2 of 3 have not created the group" in str(e.value) and e.value.culprit == 1, str(e.value)
+    store = dist.HashStore()
+    store.set("actorcc_created/1", "4")  # rank 1 was given another world size
+    with pytest.raises(actorcc.InvalidArgumentError) as e:
+        at._create(store, 0, 3, datetime.timedelta(seconds=1))
+    assert "disagree on the world size" in str(e.value) and "rank 1 has 4" in str(e.value), str(e.value)
+    assert e.value.culprit == 1
+    del torch

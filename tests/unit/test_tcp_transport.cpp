@@ -2,6 +2,7 @@
 // bootstrap client; the root runs in this process), raw sockets play strangers on the port.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -325,13 +326,20 @@ TEST(TcpTransport, AbortStopsAWaitPromptly) {
   EXPECT_NE(err[1].find("rank 0 aborted (test)"), std::string::npos) << err[1];
 }
 
+// The group's token and a stranger's, differing in one byte.
+struct Tokens {
+  wire::Token tok{}, wrong{};
+  explicit Tokens(uint8_t seed) {
+    tok[0] = seed;
+    wrong = tok;
+    wrong[3] = static_cast<uint8_t>(seed + 1);
+  }
+};
+
 // Strangers on the port (garbage, a wrong token, a silent connection, a duplicate of a rank
 // already connected) are turned away; the genuine peer still gets through.
 TEST(TcpListener, RejectsStrangersAndAcceptsThePeer) {
-  wire::Token tok{};
-  tok[0] = 42;
-  wire::Token wrong = tok;
-  wrong[3] = 9;
+  const auto [tok, wrong] = Tokens(42);
   tcp::Listener l("127.0.0.1");
   auto raw = [&] {
     net::Fd fd = net::connect_with_retry(l.address(), in(milliseconds(2000)), nullptr, 9);
@@ -388,4 +396,63 @@ TEST(TcpListener, MissingPeersAreNamedOnTimeout) {
     EXPECT_NE(std::string(e.what()).find("rank 0: TCP transport connections from rank(s) 1, 3 did not arrive"), std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+int open_fd_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+}  // namespace
+
+// Issue 32 item 4: the data-port listener between nodes has the root's protections, through the
+// same StrangerGate: 150 silent connections are capped at 64 held (the oldest dropped), 40
+// wrong-token hellos write at most 5 lines (the next, 10 s on, says how many were held back), and the
+// genuine peer still gets in at once. Before: every stranger held a descriptor until its
+// 5 s hello timeout, and each rejection wrote a WARN line.
+TEST(TcpListener, StrangersAreCappedAndRateLimitedAndThePeerStillGetsIn) {
+  const auto [tok, wrong] = Tokens(7);
+  tcp::Listener l("127.0.0.1");
+  const int before = open_fd_count();
+  std::map<int, net::Fd> got;
+  std::string error;
+  testing::internal::CaptureStderr();
+  auto t0 = steady_clock::now();
+  std::thread acceptor([&] {
+    try {
+      got = l.accept(tok, 0, 2, {1}, in(milliseconds(8000)), nullptr);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::vector<net::Fd> strangers;
+  for (int i = 0; i < 150; ++i)
+    strangers.push_back(net::connect_with_retry(l.address(), in(milliseconds(2000)), nullptr, 9));
+  std::this_thread::sleep_for(milliseconds(300));
+  // Our 150 ends plus the listener's held ones: bounded by the cap, not by the strangers.
+  const int held = open_fd_count() - before - 150;
+  for (int i = 0; i < 40; ++i) {
+    net::Fd fd = net::connect_with_retry(l.address(), in(milliseconds(2000)), nullptr, 9);
+    auto b = tcp::encode(tcp::Hello{wrong, 1, 0, 2});
+    net::send_all(fd.get(), b.data(), b.size(), in(milliseconds(1000)));
+    strangers.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(milliseconds(200));
+  net::Fd good = net::connect_with_retry(l.address(), in(milliseconds(2000)), nullptr, 9);
+  auto b = tcp::encode(tcp::Hello{tok, 1, 0, 2});
+  ASSERT_EQ(net::send_all(good.get(), b.data(), b.size(), in(milliseconds(2000))).status, net::IoStatus::Ok);
+  acceptor.join();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(5000));
+  EXPECT_LE(held, 64 + 8) << "the listener held more connections than the cap";
+  int lines = 0;
+  for (size_t p = err.find("TCP transport listener"); p != std::string::npos; p = err.find("TCP transport listener", p + 1))
+    ++lines;
+  EXPECT_LE(lines, 5) << err;
 }

@@ -3,15 +3,21 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <future>
+#include <thread>
 #include <sstream>
 
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
+#include "common/log.hpp"
 #include "transport/nccl/nccl_watch.hpp"
 
 namespace actorcc::nccl {
 
 namespace {
+
+// How long close() waits for ncclCommDestroy (~NcclGroup says why it may never return).
+constexpr std::chrono::milliseconds kDestroyWait(5000);
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -110,8 +116,30 @@ void NcclGroup::connect(GroupContext& ctx) {
 
 NcclGroup::~NcclGroup() {
   watch_.reset();  // its thread polls the communicator: stop it first
-  std::lock_guard<std::mutex> l(mu_);
-  comm_.reset();
+  std::unique_ptr<NcclComm> comm;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    comm = std::move(comm_);
+  }
+  if (!comm) return;
+  // ncclCommDestroy waits until every CUDA graph that captured a call of this communicator has
+  // been destroyed (NCCL's commDestroySync polls its callbacks while persistentRefs != 0): a
+  // close() with a graph alive, as torch and vLLM programs keep them at shutdown, never returned.
+  // So the destroy runs on a thread of its own (holding the library), and close() waits for it
+  // a bounded time only; a destroy still waiting then finishes when the graphs go, or never,
+  // and the process may exit meanwhile. The graph itself must not be replayed after close():
+  // the group and its buffers are gone (docs/reliability.md, "close() and live CUDA graphs").
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([c = std::move(comm), lib = lib_, done]() mutable {
+    c.reset();
+    done->set_value();
+  }).detach();
+  if (finished.wait_for(kDestroyWait) != std::future_status::ready)
+    LOG_WARN("NCCL communicator of " << what_ << ": ncclCommDestroy has not returned within "
+                                     << kDestroyWait.count() / 1000
+                                     << " s (a CUDA graph that captured its calls is still alive?): close() goes on, "
+                                        "and the destroy finishes in the background once the graphs are destroyed");
 }
 
 void NcclGroup::track(const char* call, void* stream) {

@@ -155,7 +155,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   if (announced.status(creator) != "ok")
     throw SystemError("rank " + std::to_string(creator) + " could not create the CPU backend's shared memory: " +
                           announced.text(creator),
-                      ctx.rank);
+                      ctx.rank, creator);
   std::istringstream is(announced.text(creator));
   std::string name, algo;
   size_t buffer = 0;
@@ -184,7 +184,7 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
     if (!mapped.all_ok())
       throw SystemError("rank(s) " + list(mapped.ranks()) + " could not map the CPU backend's shared memory; " +
                             mapped.reasons(),
-                        ctx.rank);
+                        ctx.rank, mapped.ranks().front());
 
     // Step 3: every local rank has it mapped, so the name can go now: from here on nothing is
     // left in /dev/shm whatever happens to the processes.
@@ -247,6 +247,16 @@ void ShmGroup::check_abort() {
   }
 }
 
+void ShmGroup::check_settled_abort() {
+  // The claimer writes the word a few stores after its claim; only a descheduled (or killed)
+  // claimer makes this wait at all, and a killed one ends it at the bound.
+  const Deadline dl = Deadline::after(std::chrono::milliseconds(2000));
+  while (header_->abort_claim.load(std::memory_order_seq_cst) != 0 &&
+         header_->abort_word.load(std::memory_order_acquire) == 0 && !dl.expired())
+    futex::wait(&header_->abort_word, 0, std::chrono::microseconds(1000));
+  check_abort();
+}
+
 // Spins briefly, then sleeps on `word` in slices, until done(value); false at the deadline.
 // Sleepers announce themselves on `sleepers`, so wakers skip the syscall when nobody sleeps.
 template <typename Done>
@@ -303,6 +313,9 @@ bool ShmGroup::peer_call(int p, CallDesc* theirs) const {
 void ShmGroup::compare_call(int p) {
   CallDesc theirs;
   if (!peer_call(p, &theirs) || theirs == mine_) return;
+  // A group already aborted (a late rank after the others' timeout) reports that cause: the
+  // peer's descriptor may be of a call it began after the failure.
+  check_settled_abort();
   const int who = ctx_.local_ranks[p];
   fail(ErrorCode::InvalidArgument, who,
        "rank " + std::to_string(ctx_.rank) + ": mismatched collectives: rank " + std::to_string(who) + " called " +
@@ -334,8 +347,10 @@ void ShmGroup::sync(const char* what) {
     };
     if (!wait_on(f.step, f.sleepers, dl, done)) throw_timeout(what, target);
     if (left && !reached(f.step.load(std::memory_order_acquire), target)) {
-      // A peer that failed raised the abort word before it closed: that names the cause.
-      check_abort();
+      // A peer that failed raised the abort word before it closed: that names the cause. (Its
+      // own raise may have lost the claim to a rank that has not written the word yet: the
+      // mismatch test's "rank 1 closed the communicator" where rank 2 made the odd call.)
+      check_settled_abort();
       const int who = ctx_.local_ranks[p];
       ctx_.abort->raise(who, ErrorCode::Remote,
                         "rank " + std::to_string(who) + " closed the communicator (in " + what + " on rank " +

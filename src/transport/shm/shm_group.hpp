@@ -75,6 +75,10 @@ class ShmGroup {
 
   // Throws if this rank's AbortSignal or the shared abort word is raised.
   void check_abort();
+  // check_abort(), after waiting (bounded) for an abort another rank has claimed but not yet
+  // written: a rank that failed and then closed may have lost the claim to such a rank, so its
+  // leave (or a disagreement found now) must not be reported before the group's cause.
+  void check_settled_abort();
 
   // Point-to-point (transport/shm/shm_p2p.hpp). The channel from local rank src to dst.
   uint8_t* channel(int src, int dst) const;

@@ -50,6 +50,7 @@ Listener::Listener(const std::string& ip) {
   if (!a) throw InvalidArgument("TCP transport: cannot resolve listen address " + ip);
   fd_ = net::listen_on(*a);
   addr_ = net::local_address(fd_.get());
+  gate_ = net::StrangerGate("actorcc TCP transport listener " + addr_.to_string());
 }
 
 std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int world, const std::set<int>& from,
@@ -59,22 +60,27 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
   std::vector<Pending> pending;
   while (!missing.empty()) {
     if (abort && abort->raised()) abort->rethrow();
-    std::vector<pollfd> fds{{fd_.get(), POLLIN, 0}};
+    std::vector<pollfd> fds{{gate_.poll_fd(fd_.get()), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
     int wait_ms = static_cast<int>(std::min<int64_t>(deadline.remaining().count(), 50));
     int r = ::poll(fds.data(), fds.size(), wait_ms);
     if (r < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + std::strerror(errno), self);
-    if (fds[0].revents & POLLIN) {
-      int c = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (c >= 0) {
-        net::Fd cfd(c);
-        // Headers and payloads are separate writes: without this, Nagle holds each payload
-        // until the peer's delayed ack (tens of ms per message).
-        net::set_nodelay(c);
-        std::string name = net::peer_name(c);
-        pending.push_back({std::move(cfd), name, {}, 0, deadline.earliest(Deadline::after(kHelloTimeout))});
-      }
-    }
+    // The root's protections (StrangerGate): at most 64 connections without a hello (the oldest
+    // goes), a back-off when descriptors run out, limited log lines. The gate sets TCP_NODELAY:
+    // headers and payloads are separate writes, which Nagle would hold until the peer's delayed
+    // ack (tens of ms per message).
+    if (fds[0].revents & POLLIN)
+      gate_.accept_all(
+          fd_.get(), pending.size(),
+          [&](net::Fd cfd) {
+            std::string name = net::peer_name(cfd.get());
+            pending.push_back({std::move(cfd), name, {}, 0, deadline.earliest(Deadline::after(kHelloTimeout))});
+          },
+          [&] {
+            gate_.log("closed the connection from " + pending.front().from + " (no hello yet) to make room: " +
+                      std::to_string(net::StrangerGate::kMaxUnauthenticated) + " connections have not said hello");
+            pending.erase(pending.begin());
+          });
     // Read hellos; settle each pending connection as accepted, rejected, or still waiting.
     for (size_t i = 0; i < pending.size();) {
       Pending& p = pending[i];
@@ -107,7 +113,7 @@ std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int 
         done.emplace(peer, std::move(p.fd));
         missing.erase(peer);
       } else {
-        LOG_WARN("rank " << self << ": rejected a TCP transport connection from " << p.from << ": " << why);
+        gate_.log("rejected a TCP transport connection from " + p.from + ": " + why);
       }
       pending.erase(pending.begin() + static_cast<long>(i));
     }

@@ -1,13 +1,15 @@
 // Listener: the socket a rank's peers connect to (gloo's tcp::Listener). It hands out a
 // connection only after the peer's Hello proved it belongs to the group (token), is
 // addressed to this rank and comes from a rank that is expected and not yet connected.
-// Anything else is closed after at most one Hello's worth of bytes, and logged.
+// Anything else is closed after at most one Hello's worth of bytes, and logged (with the
+// root's protections against strangers: bootstrap/stranger_gate.hpp).
 #pragma once
 #include <map>
 #include <set>
 #include <string>
 
 #include "bootstrap/socket.hpp"
+#include "bootstrap/stranger_gate.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/abort_signal.hpp"
 #include "common/deadline.hpp"
@@ -32,6 +34,7 @@ class Listener {
  private:
   net::Fd fd_;
   net::SockAddr addr_;
+  net::StrangerGate gate_{"actorcc TCP transport listener"};
 };
 
 }  // namespace actorcc::tcp

@@ -92,7 +92,10 @@ bool make_plan(Communicator& c, AdaptState& st, const ReduceCall& call, Plan& p)
     }
     return true;
   }
-  if (!fp8 && !(uns && (call.op == kMax || call.op == kMin || call.op == kAvg))) return false;
+  // Integer avg: NCCL sums in the type (wrapping) and then divides, where the core's avg sums
+  // exactly in 64 bits; the two differ once a sum overflows the type (nccl-tests checks NCCL's).
+  const bool int_avg = call.op == kAvg && t != kFloat16 && t != kFloat32 && t != kFloat64 && t != kBfloat16 && !fp8;
+  if (!fp8 && !int_avg && !(uns && (call.op == kMax || call.op == kMin))) return false;
   p.op = core_op(call.op);
   p.pre.type = p.post.type = t;
   if (fp8) {
@@ -104,11 +107,11 @@ bool make_plan(Communicator& c, AdaptState& st, const ReduceCall& call, Plan& p)
     p.pre.kind = XformKind::Up;
     p.post.kind = XformKind::Down;
     p.pre.wide_f64 = p.post.wide_f64 = !minmax;
-  } else if (call.op == kAvg) {  // NCCL sums in the type (wrapping), then divides unsigned
+  } else if (call.op == kAvg) {  // NCCL sums in the type (wrapping), then divides
     p.dtype = core_type(t);
     p.op = RedOp::Sum;
     p.has_post = true;
-    p.post.kind = XformKind::UDiv;
+    p.post.kind = (t == kInt8 || t == kInt32 || t == kInt64) ? XformKind::SDiv : XformKind::UDiv;
     p.post.divisor = static_cast<uint64_t>(c.world_size());
   } else {  // unsigned min/max: flipping the sign bit maps unsigned order onto signed order
     p.dtype = core_type(t);
@@ -134,7 +137,7 @@ class Runner {
                      std::to_string(world) + ")");
     if (!k.send) refuse(c_, "the send buffer is null");
     if (gets_output && !k.recv) refuse(c_, "the recv buffer is null");
-    if (!p_.has_pre) {  // unsigned avg: the sum lands in recv (same width), divided there
+    if (!p_.has_pre) {  // integer avg: the sum lands in recv (same width), divided there
       core(k.send, k.recv, k.count);
       if (gets_output) pass(p_.post, k.recv, k.recv, k.count);
       return;

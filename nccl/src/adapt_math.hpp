@@ -125,7 +125,8 @@ enum class XformKind : uint8_t {
   Scale,  // x * scalar in the element type (PreMulSum on a type the core reduces)
   Up,     // fp8 -> float64 (optionally times an fp8 scalar) or -> float16 (min/max)
   Down,   // float64 or float16 -> fp8, rounded once, saturating
-  UDiv,   // unsigned x / divisor (ncclAvg on ncclUint32/ncclUint64, after the sum)
+  UDiv,   // unsigned x / divisor (ncclAvg on an unsigned integer type, after the wrapping sum)
+  SDiv,   // signed x / divisor, truncating (ncclAvg on a signed integer type, after the sum)
 };
 struct Xform {
   XformKind kind = XformKind::Flip;
@@ -134,7 +135,7 @@ struct Xform {
   bool scaled = false;          // Scale, or Up with a PreMulSum scalar
   uint64_t scalar = 0;          // the scalar's bits (host-immediate, or read at run time)
   const void* scalar_ptr = nullptr;  // device-resident scalar: read when the pass runs
-  uint64_t divisor = 1;         // UDiv
+  uint64_t divisor = 1;         // UDiv, SDiv
   ACTORCC_HD int src_size() const { return kind == XformKind::Down ? (wide_f64 ? 8 : 2) : nccl_type_size(type); }
   ACTORCC_HD int dst_size() const { return kind == XformKind::Up ? (wide_f64 ? 8 : 2) : nccl_type_size(type); }
 };
@@ -187,6 +188,12 @@ ACTORCC_HD void xform_one(const Xform& x, uint64_t s, const uint8_t* src, uint8_
     case XformKind::Flip: out = in ^ (1ull << (8 * ss - 1)); break;
     case XformKind::Scale: out = scale_bits(in, s, x.type); break;
     case XformKind::UDiv: out = in / x.divisor; break;
+    case XformKind::SDiv: {  // sign-extend the wrapped sum from its width, divide, keep the width
+      const int shift = 64 - 8 * ss;
+      const int64_t v = static_cast<int64_t>(in << shift) >> shift;
+      out = static_cast<uint64_t>(v / static_cast<int64_t>(x.divisor));
+      break;
+    }
     case XformKind::Up: {
       const SmallFloat f = fp8_fmt(x.type);
       double v = fmt_decode(static_cast<uint32_t>(in), f);

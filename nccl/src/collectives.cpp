@@ -54,7 +54,6 @@ DataType bytes_dtype(int dtype, const char* fn, int rank) {
 
 void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
   const char* fn = kNames[static_cast<int>(k.kind)];
-  comm->last_stream.store(k.stream, std::memory_order_relaxed);
   switch (k.kind) {
     case CollKind::AllReduce:
     case CollKind::ReduceScatter:
@@ -82,7 +81,20 @@ void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
   switch (k.kind) {
     case CollKind::AllGather: c.all_gather(k.send, k.recv, k.count, t, k.stream); return;
     case CollKind::Broadcast: c.broadcast(k.send, k.recv, k.count, t, k.root, k.stream); return;
-    case CollKind::AllToAll: c.all_to_all(k.send, k.recv, k.count, t, k.stream); return;
+    case CollKind::AllToAll: {
+      // NCCL takes an in-place all-to-all (nccl-tests runs one); the core needs the two buffers
+      // apart, so an overlapping input is staged in a copy on the call's stream first.
+      const size_t bytes = k.count * static_cast<size_t>(c.world_size()) * dtype_size(t);
+      const auto* s = static_cast<const uint8_t*>(k.send);
+      const auto* r = static_cast<const uint8_t*>(k.recv);
+      if (bytes > 0 && s < r + bytes && r < s + bytes) {
+        StagedInput copy(k.send, bytes, k.stream, comm->cuda_device);
+        c.all_to_all(copy.get(), k.recv, k.count, t, k.stream);
+      } else {
+        c.all_to_all(k.send, k.recv, k.count, t, k.stream);
+      }
+      return;
+    }
     case CollKind::Gather: c.gather(k.send, k.recv, k.count, t, k.root, k.stream); return;
     case CollKind::Scatter: c.scatter(k.send, k.recv, k.count, t, k.root, k.stream); return;
     default: return;

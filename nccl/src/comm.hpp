@@ -63,7 +63,6 @@ struct ncclComm {
   // (which makes each of them return) before it frees the communicator.
   std::atomic<int> busy{0};
   std::atomic<bool> closing{false};
-  std::atomic<void*> last_stream{nullptr};  // what ncclCommFinalize waits on (the CUDA backend)
 
   std::mutex err_mu;
   std::string last_error;
@@ -114,6 +113,26 @@ ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* 
 // --- device.cpp -----------------------------------------------------------------------------
 int current_device() noexcept;  // -1 when no GPU is usable or ACTORCC_BACKEND=cpu
 void set_device(int device) noexcept;
+// Waits for this process's work on `device` (none on the CPU backend): what ncclCommFinalize
+// flushes. Not the streams the calls ran on: those are the caller's and may be destroyed by then.
+void finish_device_work(int device);
+// A copy of a call's input that its output overlaps, made on the call's stream (`device` >= 0:
+// stream-ordered device memory, freed on that stream after the call is enqueued, so a CUDA graph
+// captures the allocation too) or on the host (the CPU backend).
+class StagedInput {
+ public:
+  StagedInput(const void* src, size_t bytes, void* stream, int device);
+  ~StagedInput();
+  StagedInput(const StagedInput&) = delete;
+  StagedInput& operator=(const StagedInput&) = delete;
+  const void* get() const noexcept { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  void* stream_ = nullptr;
+  bool device_ = false;
+  std::vector<uint8_t> host_;
+};
 
 // --- init.cpp -------------------------------------------------------------------------------
 Options comm_options(int device);

@@ -102,7 +102,8 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!c) return rc;
   BusyScope busy(comm);
   return guarded(comm, fn, [&] {
-    c->synchronize(comm->last_stream.load(std::memory_order_relaxed));
+    finish_device_work(comm->cuda_device);
+    c->check();
     return ncclSuccess;
   });
 }

@@ -36,4 +36,50 @@ void set_device(int device) noexcept {
 #endif
 }
 
+void finish_device_work(int device) {
+#if ACTORCC_WITH_CUDA
+  if (device < 0) return;
+  int prev = -1;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  set_device(device);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (have_prev && prev != device) set_device(prev);
+  // A kernel that gave up (timed out, aborted) ends with the group's error, which the caller
+  // reports from the communicator; a failure of the wait itself is reported here.
+  if (e != cudaSuccess && e != cudaErrorLaunchFailure) {
+    cudaGetLastError();
+    throw CudaError(std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(e));
+  }
+#else
+  (void)device;
+#endif
+}
+
+StagedInput::StagedInput(const void* src, size_t bytes, void* stream, int device)
+    : stream_(stream), device_(device >= 0) {
+#if ACTORCC_WITH_CUDA
+  if (device_) {
+    auto st = static_cast<cudaStream_t>(stream);
+    cudaError_t e = cudaMallocAsync(&ptr_, bytes, st);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(ptr_, src, bytes, cudaMemcpyDeviceToDevice, st);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      if (ptr_) cudaFreeAsync(ptr_, st);
+      throw CudaError(std::string("staging an in-place input of ") + std::to_string(bytes) +
+                      " bytes: " + cudaGetErrorString(e));
+    }
+    return;
+  }
+#endif
+  device_ = false;
+  host_.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
+  ptr_ = host_.data();
+}
+
+StagedInput::~StagedInput() {
+#if ACTORCC_WITH_CUDA
+  if (device_ && ptr_ && cudaFreeAsync(ptr_, static_cast<cudaStream_t>(stream_)) != cudaSuccess) cudaGetLastError();
+#endif
+}
+
 }  // namespace actorcc::ncclabi

@@ -42,7 +42,6 @@ ncclResult_t run_list(ncclComm* comm) noexcept {
     for (size_t i = 0; i <= calls.size(); ++i) {
       if (i == comm->p2p_position && !comm->pending_p2p.empty()) {
         c->send_recv(comm->pending_p2p, comm->p2p_stream);
-        comm->last_stream.store(comm->p2p_stream, std::memory_order_relaxed);
       }
       if (i < calls.size()) run_coll(*c, comm, calls[i]);
     }

@@ -19,7 +19,6 @@ ncclResult_t issue_p2p(ncclComm* comm, P2POp::Kind kind, void* buf, size_t count
     Communicator* c = ready_core(comm, fn, &rc);
     if (!c) return rc;
     BusyScope busy(comm);
-    comm->last_stream.store(stream, std::memory_order_relaxed);
     if (kind == P2POp::Kind::Send) c->send(buf, count, op.dtype, peer, stream);
     else c->recv(buf, count, op.dtype, peer, stream);
     return ncclSuccess;

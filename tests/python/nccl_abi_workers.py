@@ -189,10 +189,13 @@ def check_identity(ck):
         return  # a control run on the NCCL torch ships
     want = os.path.realpath(os.environ["ACTORCC_NCCL_ABI_LIB"])
     ck.n += 1
-    if bound is None or os.path.realpath(bound) != want:
+    if os.environ.get("LD_AUDIT"):
+        # torch's own dlopen brings the library in, so it is not in the global scope (bound is
+        # None); the audit module redirected every libnccl load to it: the only one mapped.
+        if [os.path.realpath(m) for m in mapped] != [want]:
+            ck.fails.append(f"libnccl mapped under LD_AUDIT: {mapped}, expected only {want}")
+    elif bound is None or os.path.realpath(bound) != want:
         ck.fails.append(f"ncclAllReduce resolves to {bound}, not {want}")
-    if os.environ.get("LD_AUDIT") and [os.path.realpath(m) for m in mapped] != [want]:
-        ck.fails.append(f"libnccl mapped under LD_AUDIT: {mapped}, expected only {want}")
 
 
 class _DlInfo(ctypes.Structure):
@@ -263,7 +266,11 @@ def matrix(rank, world, ck):
     salt = 0
     for dtype in floats + ints + fp8:
         for n in sizes:
-            xs_op = list(ops.items()) + ([("premul", None)] if dtype in floats and
+            # PREMUL_SUM on bfloat16 is left out: torch hands NCCL a float32 scalar for it, and
+            # NCCL (2.28, enqueue.cc) copies the datatype's 2 bytes of that pointer, so under
+            # NVIDIA's library too the factor is the float's low half (0 for 2.0). actorcc reads
+            # it the same way (docs/nccl-types.md); the mathematical result is no reference.
+            xs_op = list(ops.items()) + ([("premul", None)] if dtype in floats and dtype != torch.bfloat16 and
                                          hasattr(dist, "_make_nccl_premul_sum") else [])
             for name, op in xs_op:
                 salt += 1

@@ -81,12 +81,13 @@ class Member:
         import actorcc
         import actorcc.ray
 
-        t0 = time.monotonic()
-        comm = actorcc.ray.grow_group(GROUP)  # takes back restarted actors that asked to rejoin
-        report = {"step": step, "world": comm.world_size, "errors": [], "culprits": [], "recovered_s": None,
-                  "grow_s": time.monotonic() - t0}
-        while True:
+        report = {"step": step, "world": None, "errors": [], "culprits": [], "recovered_s": None, "grow_s": None}
+        while True:  # one attempt of the whole sync; a member's death ends it on every member
             try:
+                t0 = time.monotonic()
+                comm = actorcc.ray.grow_group(GROUP)  # takes back restarted actors that asked to rejoin
+                report["grow_s"] = time.monotonic() - t0
+                report["world"] = report["world"] or comm.world_size
                 self._send_or_receive(comm, step)
                 comm.barrier()  # every member got every bucket: no rank leaves an attempt the others failed
                 break

@@ -38,6 +38,9 @@ class _Member:
         self.orig_rank = orig_rank
         self.members = list(members) if members is not None else None  # original ranks, by current rank
         self.join = None  # a restarted actor's join in progress: a _Join
+        # The restarted actor joined through the members' grow, and has not called grow_group
+        # since: its next grow_group is its share of that grow (not a new collective one).
+        self.grown_in = False
 
 
 class _Join(threading.Thread):
@@ -59,7 +62,7 @@ class _Join(threading.Thread):
                 if raw is not None:
                     break
                 if time.monotonic() > self.deadline:
-                    raise _timeout(f"actorcc.ray.rejoin_group({self.name!r}): original rank {self.orig} asked to rejoin, "
+                    raise timeout_error(f"actorcc.ray.rejoin_group({self.name!r}): original rank {self.orig} asked to rejoin, "
                                    "but the members did not grow the group in time (call actorcc.ray.grow_group in "
                                    "every member)", self.orig)
                 time.sleep(_POLL_S)
@@ -73,13 +76,14 @@ class _Join(threading.Thread):
     def finish(self):
         self.join(max(0.0, self.deadline - time.monotonic()) + 5.0)
         if self.is_alive():
-            raise _timeout(f"actorcc.ray: the rejoin of group {self.name!r} did not finish in time", self.orig)
+            raise timeout_error(f"actorcc.ray: the rejoin of group {self.name!r} did not finish in time", self.orig)
         if self.error is not None:
             raise self.error
         return self.members
 
 
-def _timeout(msg, rank):
+def timeout_error(msg, rank):
+    """An actorcc.TimeoutError raised here (not by the library), naming `rank`."""
     e = _ActorccTimeout(f"actorcc timeout error: {msg}")
     e.rank = e.observer_rank = rank
     e.code = "timeout"
@@ -171,12 +175,24 @@ def pending(kind, name):
     m = _MEMBERS.get((kind, name))
     if m is None or m.join is None:
         return False
-    join, m.join = m.join, None
     try:
-        m.members = join.finish()
+        m.members = m.join.finish()  # m.join stays set meanwhile: joined() leaves m alone
     except BaseException:
         _MEMBERS.pop((kind, name), None)
         raise
+    m.join = None
+    m.grown_in = True
+    return True
+
+
+def grown_in(kind, name):
+    """Waits for a restarted actor's join (see pending); True once per rejoin: this grow_group call
+    is the restarted actor's share of the grow that took it back."""
+    pending(kind, name)
+    m = _MEMBERS.get((kind, name))
+    if m is None or not m.grown_in:
+        return False
+    m.grown_in = False
     return True
 
 

@@ -17,6 +17,13 @@ once with RemoteError), then every actor joins concurrently through
 and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
 that did not (dead, busy, or unable to join) and what every other one reported.
 
+Elastic groups (docs/elastic.md, "Ray"): when an actor dies, the others' calls raise naming
+its rank; they call ``actorcc.ray.shrink_group(name)`` and go on without it. An actor Ray
+restarts (max_restarts > 0) calls ``actorcc.ray.rejoin_group(name)`` in its constructor, and the
+members' next ``actorcc.ray.grow_group(name)`` takes it back at its original rank (the
+membership lives in Ray's KV store). The same for ray.util.collective groups:
+``shrink_collective_group``, ``rejoin_collective_group``, ``grow_collective_group``.
+
 actorcc's libnccl.so.2 (NCCL's C API on actorcc) in actors, so their torch "nccl" groups, vLLM
 and CuPy use actorcc unchanged (docs/nccl-use.md):
 
@@ -43,7 +50,6 @@ import time
 
 from . import _tensors as T
 from ._actorcc import Error, InvalidArgumentError, UniqueId
-from ._actorcc import TimeoutError as _ActorccTimeout
 from . import _ray_elastic as _E
 from .communicator import Communicator
 
@@ -315,8 +321,10 @@ def grow_group(name="default", wait=0.0, expect=None, join_timeout=None):
     and returns the (grown or unchanged) communicator. The members' rank 0 looks for requests in
     Ray's KV store, waiting up to `wait` seconds for at least one (or, with `expect`, until the
     group would have `expect` ranks); with none, nothing changes. In a restarted actor whose
-    rejoin is in progress this waits for its join instead (so one step function fits both)."""
-    if _E.pending("group", name):
+    rejoin is in progress (or done, but not yet met by a grow_group call) this waits for its
+    join and returns: that call is its share of the members' grow (so one step function fits
+    both)."""
+    if _E.grown_in("group", name):
         return get_group(name)
     comm = get_group(name)
     _GROUPS[name] = new = _E.grow("group", name, comm, wait, expect, join_timeout)
@@ -563,11 +571,7 @@ def _rendezvous(group_name, rank, join_timeout):
     return UniqueId.parse(text)
 
 
-def _timeout(msg, rank):
-    e = _ActorccTimeout(f"actorcc timeout error: {msg}")
-    e.rank = e.observer_rank = rank
-    e.code = "timeout"
-    return e
+_timeout = _E.timeout_error
 
 
 def _drop_store(group_name):
@@ -663,7 +667,7 @@ def shrink_collective_group(group_name="default", exclude=None, join_timeout=Non
 
 def grow_collective_group(group_name="default", wait=0.0, expect=None, join_timeout=None):
     """grow_group for a ray.util.collective group on actorcc (collective over its members)."""
-    if _E.pending("collective", group_name):
+    if _E.grown_in("collective", group_name):
         return _collective_group(group_name).communicator
     g = _collective_group(group_name)
     g._replace(_E.grow("collective", group_name, g.communicator, wait, expect, join_timeout))

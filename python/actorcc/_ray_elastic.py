@@ -62,9 +62,9 @@ class _Join(threading.Thread):
                 if raw is not None:
                     break
                 if time.monotonic() > self.deadline:
-                    raise timeout_error(f"actorcc.ray.rejoin_group({self.name!r}): original rank {self.orig} asked to rejoin, "
-                                   "but the members did not grow the group in time (call actorcc.ray.grow_group in "
-                                   "every member)", self.orig)
+                    raise timeout_error(f"actorcc.ray.rejoin_group({self.name!r}): original rank {self.orig} asked "
+                                        "to rejoin, but the members did not grow the group in time (call "
+                                        "actorcc.ray.grow_group in every member)", self.orig)
                 time.sleep(_POLL_S)
             _kv().delete(key)
             ticket = json.loads(raw)
@@ -235,9 +235,11 @@ def culprit_of(comm):
     except (RemoteError, _ActorccTimeout) as e:
         c = getattr(e, "culprit", -1)
         if c is None or c < 0 or c == comm.rank or c >= comm.world_size:
-            raise InvalidArgumentError(f"shrink: the group's error names no other rank ({e}); pass exclude=[...]") from e
+            raise InvalidArgumentError(f"shrink: the group's error names no other rank ({e}); "
+                                       "pass exclude=[...]") from e
         return c
-    raise InvalidArgumentError("shrink: the group has no error (a healthy group): pass exclude=[...] for a planned shrink")
+    raise InvalidArgumentError("shrink: the group has no error (a healthy group): "
+                               "pass exclude=[...] for a planned shrink")
 
 
 def shrink(kind, name, comm, exclude, join_timeout):
@@ -291,8 +293,8 @@ def grow(kind, name, comm, wait, expect, join_timeout):
             kv = _kv()
             for o in new:
                 kv.delete(_key(kind, name, "rejoin", o))
-                kv.put(_key(kind, name, "ticket", o),
-                       json.dumps({"uid": str(uid), "rank": members.index(o), "world": len(members), "members": members}))
+                ticket = {"uid": str(uid), "rank": members.index(o), "world": len(members), "members": members}
+                kv.put(_key(kind, name, "ticket", o), json.dumps(ticket))
             plan = json.dumps(members).encode()
     plan = comm.allgather_bytes(plan)[0]
     if not plan:

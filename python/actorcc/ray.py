@@ -653,7 +653,8 @@ def _collective_group(group_name):
     from ray.util.collective.collective import _group_mgr
     g = _group_mgr.get_group_by_name(group_name) if _group_mgr.is_group_exist(group_name) else None
     if g is None or not hasattr(g, "_replace"):
-        raise InvalidArgumentError(f"this process has no ray.util.collective group {group_name!r} on the actorcc backend")
+        raise InvalidArgumentError(f"this process has no ray.util.collective group {group_name!r} "
+                                   "on the actorcc backend")
     return g
 
 

@@ -17,6 +17,13 @@ once with RemoteError), then every actor joins concurrently through
 and seconds apart. It returns when all have joined, or raises GroupJoinError naming the actors
 that did not (dead, busy, or unable to join) and what every other one reported.
 
+Elastic groups (docs/elastic.md, "Ray"): when an actor dies, the others' calls raise naming
+its rank; they call ``actorcc.ray.shrink_group(name)`` and go on without it. An actor Ray
+restarts (max_restarts > 0) calls ``actorcc.ray.rejoin_group(name)`` in its constructor, and the
+members' next ``actorcc.ray.grow_group(name)`` takes it back at its original rank (the
+membership lives in Ray's KV store). The same for ray.util.collective groups:
+``shrink_collective_group``, ``rejoin_collective_group``, ``grow_collective_group``.
+
 actorcc's libnccl.so.2 (NCCL's C API on actorcc) in actors, so their torch "nccl" groups, vLLM
 and CuPy use actorcc unchanged (docs/nccl-use.md):
 
@@ -43,12 +50,14 @@ import time
 
 from . import _tensors as T
 from ._actorcc import Error, InvalidArgumentError, UniqueId
-from ._actorcc import TimeoutError as _ActorccTimeout
+from . import _ray_elastic as _E
 from .communicator import Communicator
 
 __all__ = [
     "create_group", "get_group", "destroy_group", "GroupJoinError", "register_backend",
     "register_backend_on", "create_collective_group", "BACKEND_NAME", "doctor", "nccl_runtime_env",
+    "shrink_group", "grow_group", "rejoin_group", "group_members",
+    "shrink_collective_group", "grow_collective_group", "rejoin_collective_group",
 ]
 
 BACKEND_NAME = "ACTORCC"
@@ -123,6 +132,7 @@ def _join(actor_self, name, uid, rank, world, kwargs):
     _use_ray_node_id()
     comm = Communicator(uid, rank, world, **kwargs)
     _GROUPS[name] = comm
+    _E.joined("group", name, rank, world)
     return _describe(comm)
 
 
@@ -134,6 +144,7 @@ def _describe(comm):
 
 
 def _leave(actor_self, name):
+    _E.left("group", name)
     comm = _GROUPS.pop(name, None)
     if comm is not None:
         comm.close()
@@ -171,8 +182,10 @@ def create_group(actors, name="default", *, timeout=None, join_timeout=60.0, bac
     uid = UniqueId.create(_node_ip() if host is None else host)
     kwargs = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend, device=device)
     refs = [a.__ray_call__.remote(_join, name, str(uid), r, world, kwargs) for r, a in enumerate(actors)]
-    return _await_joins(actors, refs, f"actorcc.ray.create_group({name!r})", join_timeout, grace,
-                        leave=lambda a: a.__ray_call__.remote(_leave, name), started=started)
+    infos = _await_joins(actors, refs, f"actorcc.ray.create_group({name!r})", join_timeout, grace,
+                         leave=lambda a: a.__ray_call__.remote(_leave, name), started=started)
+    _E.record("group", name, actors, kwargs)  # for restarted actors (rejoin_group)
+    return infos
 
 
 def _say(text):
@@ -264,7 +277,9 @@ def _named_ranks(msg):
 
 
 def get_group(name="default"):
-    """Inside an actor: the Communicator of group `name` (made by create_group)."""
+    """Inside an actor: the Communicator of group `name` (made by create_group). In a restarted
+    actor whose rejoin_group(name) is in progress: waits for it (until its join timeout)."""
+    _E.pending("group", name)
     comm = _GROUPS.get(name)
     if comm is None or comm.closed:
         raise InvalidArgumentError(f"this process is not in an actorcc group named {name!r} "
@@ -278,7 +293,63 @@ def destroy_group(actors=None, name="default"):
     if actors is None:
         return _leave(None, name)
     ray = _ray()
-    return ray.get([a.__ray_call__.remote(_leave, name) for a in actors])
+    out = ray.get([a.__ray_call__.remote(_leave, name) for a in actors])
+    _E.forget("group", name)
+    return out
+
+
+# ---- elastic membership (docs/elastic.md, "Ray") ----------------------------------------
+
+def shrink_group(name="default", exclude=None, join_timeout=None):
+    """Inside every surviving actor of group `name` (collective over the survivors): replaces the
+    group by the shrunk communicator of the survivors, renumbered in the order of their original
+    ranks, and returns it (get_group(name) returns it from now on; the old one is closed).
+
+    exclude: ranks of the current group to drop; None = the rank the group's error names (the
+    actor that died: every survivor's error names the same one). Every survivor must pass the
+    same list (as with Communicator.shrink). A survivor that dies during the shrink is excluded
+    too and the shrink retried. A healthy group shrinks only with an explicit exclude (a planned
+    shrink; the excluded actors' later calls on the old group raise RemoteError "revoked")."""
+    comm = get_group(name)
+    _GROUPS[name] = new = _E.shrink("group", name, comm, exclude, join_timeout)
+    return new
+
+
+def grow_group(name="default", wait=0.0, expect=None, join_timeout=None):
+    """Inside every member of group `name` (collective over them, e.g. at the start of each step):
+    takes back every restarted actor that called rejoin_group(name), each at its original place,
+    and returns the (grown or unchanged) communicator. The members' rank 0 looks for requests in
+    Ray's KV store, waiting up to `wait` seconds for at least one (or, with `expect`, until the
+    group would have `expect` ranks); with none, nothing changes. In a restarted actor whose
+    rejoin is in progress (or done, but not yet met by a grow_group call) this waits for its
+    join and returns: that call is its share of the members' grow (so one step function fits
+    both)."""
+    if _E.grown_in("group", name):
+        return get_group(name)
+    comm = get_group(name)
+    _GROUPS[name] = new = _E.grow("group", name, comm, wait, expect, join_timeout)
+    return new
+
+
+def rejoin_group(name="default", join_timeout=None):
+    """In an actor's constructor: when Ray restarted this actor (max_restarts > 0) and it was a
+    member of group `name`, asks the members to take it back at its original rank and joins in
+    the background (the constructor returns at once; get_group/grow_group wait for the join,
+    which happens when the members call grow_group). Returns True if it asked, False when this
+    actor was never a member (its first start: create_group adds it later)."""
+    _ray()
+
+    def install(uid, rank, world, opts):
+        _use_ray_node_id()
+        _GROUPS[name] = Communicator(uid, rank, world, **opts)
+
+    return _E.rejoin("group", name, install, join_timeout)
+
+
+def group_members(name="default"):
+    """Inside an actor: the original ranks (create_group's) of group `name`'s members, by current rank."""
+    _E.pending("group", name)
+    return _E.members_of("group", name)
 
 
 def run_on(actors, fn, *args, **kwargs):
@@ -362,8 +433,15 @@ def _backend_class():
                 uid = _rendezvous(group_name, rank, opts.get("join_timeout") or 60.0)
             _use_ray_node_id()
             self._comm = Communicator(uid, rank, world_size, **opts)
+            _E.joined("collective", group_name, rank, world_size)
             if pending is None and rank == 0:
                 _drop_store(group_name)  # every rank has read the id: it joined
+
+        def _replace(self, comm):
+            """After an elastic shrink or grow: this group runs on `comm` from now on."""
+            self._comm = comm
+            self._rank = comm.rank
+            self._world_size = comm.world_size
 
         @classmethod
         def backend(cls):
@@ -378,6 +456,7 @@ def _backend_class():
             return self._comm
 
         def destroy_group(self):
+            _E.left("collective", self._group_name)
             self._comm.close()
 
         @staticmethod
@@ -492,11 +571,7 @@ def _rendezvous(group_name, rank, join_timeout):
     return UniqueId.parse(text)
 
 
-def _timeout(msg, rank):
-    e = _ActorccTimeout(f"actorcc timeout error: {msg}")
-    e.rank = e.observer_rank = rank
-    e.code = "timeout"
-    return e
+_timeout = _E.timeout_error
 
 
 def _drop_store(group_name):
@@ -565,8 +640,51 @@ def create_collective_group(actors, group_name="default", *, timeout=None, join_
     opts = dict(options, timeout=timeout, join_timeout=join_timeout, backend=backend)
     refs = [a.__ray_call__.remote(_init_collective, group_name, str(uid), r, len(actors), {}, opts)
             for r, a in enumerate(actors)]
-    return _await_joins(actors, refs, f"actorcc.ray.create_collective_group({group_name!r})", join_timeout, grace,
-                        leave=lambda a: a.__ray_call__.remote(_destroy_collective, group_name), started=started)
+    out = _await_joins(actors, refs, f"actorcc.ray.create_collective_group({group_name!r})", join_timeout, grace,
+                       leave=lambda a: a.__ray_call__.remote(_destroy_collective, group_name), started=started)
+    _E.record("collective", group_name, actors, opts)  # for restarted actors (rejoin_collective_group)
+    return out
+
+
+def _collective_group(group_name):
+    """This process's ray.util.collective group object of `group_name` on actorcc (a restarted
+    actor's rejoin in progress is waited for)."""
+    _E.pending("collective", group_name)
+    from ray.util.collective.collective import _group_mgr
+    g = _group_mgr.get_group_by_name(group_name) if _group_mgr.is_group_exist(group_name) else None
+    if g is None or not hasattr(g, "_replace"):
+        raise InvalidArgumentError(f"this process has no ray.util.collective group {group_name!r} "
+                                   "on the actorcc backend")
+    return g
+
+
+def shrink_collective_group(group_name="default", exclude=None, join_timeout=None):
+    """shrink_group for a ray.util.collective group on actorcc: the survivors' group object runs
+    on the shrunk communicator (ray.util.collective.get_rank etc. give the new numbering)."""
+    g = _collective_group(group_name)
+    g._replace(_E.shrink("collective", group_name, g.communicator, exclude, join_timeout))
+    return g.communicator
+
+
+def grow_collective_group(group_name="default", wait=0.0, expect=None, join_timeout=None):
+    """grow_group for a ray.util.collective group on actorcc (collective over its members)."""
+    if _E.grown_in("collective", group_name):
+        return _collective_group(group_name).communicator
+    g = _collective_group(group_name)
+    g._replace(_E.grow("collective", group_name, g.communicator, wait, expect, join_timeout))
+    return g.communicator
+
+
+def rejoin_collective_group(group_name="default", join_timeout=None):
+    """rejoin_group for a ray.util.collective group made by create_collective_group: in the
+    restarted actor's constructor; the group is registered with ray.util.collective once the
+    members have grown (grow_collective_group)."""
+    register_backend()
+
+    def install(uid, rank, world, opts):
+        _init_collective(None, group_name, uid, rank, world, {}, opts)
+
+    return _E.rejoin("collective", group_name, install, join_timeout)
 
 
 def _destroy_collective(actor_self, group_name):

@@ -97,3 +97,64 @@ class Worker:
                 col.recv(got, left, group_name=group_name)
         want = np.random.default_rng([7, left]).integers(-100, 100, n).astype(np.float32)
         return bool(np.array_equal(got, want)), got[:4].tolist(), want[:4].tolist()
+
+
+class ElasticWorker:
+    """An actor that rejoins its groups when Ray restarts it (test_ray.py's elastic tests):
+    `groups` names the create_group groups, `collective` the ray.util.collective ones."""
+
+    def __init__(self, groups=(), collective=()):
+        import ray
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self.rejoining = [actorcc.ray.rejoin_group(g, join_timeout=30) for g in groups]
+        self.rejoining += [actorcc.ray.rejoin_collective_group(g, join_timeout=30) for g in collective]
+
+    def state(self):
+        return {"pid": os.getpid(), "restarted": self.restarted, "rejoining": self.rejoining}
+
+    def blocked_allreduce(self, name, n=1 << 16):
+        """An all_reduce the test's victim never enters: returns the error it ends with."""
+        comm = actorcc.ray.get_group(name)
+        try:
+            comm.all_reduce(np.ones(n, np.float32))
+            return None
+        except actorcc.Error as e:
+            return {"kind": type(e).__name__, "culprit": e.culprit, "msg": str(e)}
+
+    def shrink(self, name, exclude=None):
+        comm = actorcc.ray.shrink_group(name, exclude=exclude)
+        return comm.rank, comm.world_size, actorcc.ray.group_members(name)
+
+    def grow(self, name, wait=0.0):
+        comm = actorcc.ray.grow_group(name, wait=wait)
+        return comm.rank, comm.world_size, actorcc.ray.group_members(name)
+
+    def exact_allreduce(self, name, n=4099):
+        """float64 all_reduce of inputs named by each member's original rank; True if exact."""
+        comm = actorcc.ray.get_group(name)
+        members = actorcc.ray.group_members(name)
+        x = (members[comm.rank] + 1) * pattern(n)
+        comm.all_reduce(x)
+        return bool(np.array_equal(x, sum(m + 1 for m in members) * pattern(n))), comm.rank, comm.world_size
+
+    def col_blocked_allreduce(self, name, n=1 << 16):
+        import ray.util.collective as col
+        try:
+            col.allreduce(np.ones(n, np.float32), group_name=name)
+            return None
+        except actorcc.Error as e:
+            return {"kind": type(e).__name__, "culprit": e.culprit, "msg": str(e)}
+
+    def col_shrink_then_grow(self, name, grow=False, wait=0.0):
+        import ray.util.collective as col
+        if grow:
+            actorcc.ray.grow_collective_group(name, wait=wait)
+        else:
+            actorcc.ray.shrink_collective_group(name)
+        return col.get_rank(name), col.get_collective_group_size(name)
+
+    def col_exact_allreduce(self, name, value, n=4099):
+        import ray.util.collective as col
+        x = value * pattern(n)
+        col.allreduce(x, group_name=name)
+        return x

@@ -34,6 +34,24 @@ def test_ray_cpu_example():
     assert "disconnected without leaving" not in p.stderr, p.stderr  # ray.shutdown() ends the groups cleanly
 
 
+@pytest.mark.ray
+def test_elastic_weight_sync_example():
+    # The RL case of docs/elastic.md: an inference actor dies mid-broadcast, the others shrink and
+    # finish the sync, Ray restarts it, it rejoins and gets the current weights, bit for bit.
+    pytest.importorskip("ray")
+    p = run_example("elastic_weight_sync.py", timeout=240)
+    out = p.stdout
+    assert "step 1: inference 1 died in the sync" in out, out
+    for who in ("trainer", "inference 0", "inference 2"):  # each survivor named rank 2 and went on
+        assert f"step 1: {who} got RemoteError (culprit rank 2)" in out, out
+        assert f"step 1: {who} synced as rank" in out and "of 3 (members, by original rank: [0, 1, 3])" in out, out
+    assert "step 1: inference 1 restarted by Ray" in out and "asked to rejoin: True" in out, out
+    for step in (2, 3):
+        for r, who in enumerate(("trainer", "inference 0", "inference 1", "inference 2")):
+            assert f"step {step}: {who} synced as rank {r} of 4 (members, by original rank: [0, 1, 2, 3])" in out, out
+    assert "every actor's weights equal the trainer's bit for bit after every step" in out, out
+
+
 def readme_blocks():
     """The ```python blocks of the README's "Use it" section, in order."""
     import re

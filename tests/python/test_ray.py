@@ -193,6 +193,88 @@ def test_ray_collective_send_recv(ray_session):
         ray.kill(a)
 
 
+def _elastic_actors(ray_session, n, **kw):
+    cls = ray.remote(num_cpus=0, max_restarts=1)(ray_actors.ElasticWorker)
+    actors = [cls.remote(**kw) for _ in range(n)]
+    pids = ray.get([a.state.remote() for a in actors], timeout=60)
+    return actors, [p["pid"] for p in pids]
+
+
+def _kill_inside_a_call(actors, victim, call):
+    """The victim, restartable, is killed by Ray while the others wait for it inside `call`; returns
+    the others' errors and the victim's state once Ray restarted it."""
+    sleeper = actors[victim].state.remote()
+    ray.get(sleeper, timeout=30)
+    refs = [call(a) for i, a in enumerate(actors) if i != victim]
+    time.sleep(0.5)
+    ray.kill(actors[victim], no_restart=False)
+    errors = ray.get(refs, timeout=30)
+    deadline = time.monotonic() + 60
+    while True:  # Ray refuses calls while the actor restarts
+        try:
+            return errors, ray.get(actors[victim].state.remote(), timeout=60)
+        except ray.exceptions.ActorUnavailableError:
+            assert time.monotonic() < deadline, "Ray did not restart the actor within 60 s"
+            time.sleep(0.2)
+
+
+def test_elastic_group_shrinks_and_the_restarted_actor_rejoins(ray_session):
+    actors, pids = _elastic_actors(ray_session, 4, groups=("el",))
+    assert not any(ray.get([a.state.remote() for a in actors], timeout=30)[i]["rejoining"][0] for i in range(4))
+    actorcc.ray.create_group(actors, name="el", timeout=20, join_timeout=30, backend="cpu")
+    # a healthy group shrinks only with an explicit list
+    with pytest.raises(ray.exceptions.RayTaskError, match="healthy group"):
+        ray.get(actors[0].shrink.remote("el"), timeout=30)
+    errors, st = _kill_inside_a_call(actors, 2, lambda a: a.blocked_allreduce.remote("el"))
+    for e in errors:  # every survivor's call named rank 2
+        assert e is not None and e["culprit"] == 2 and "rank 2" in e["msg"], e
+    assert st["restarted"] and st["rejoining"] == [True] and st["pid"] != pids[2], st
+    survivors = [actors[i] for i in (0, 1, 3)]
+    t0 = time.monotonic()
+    shrunk = ray.get([a.shrink.remote("el") for a in survivors], timeout=30)  # exclude = the culprit
+    assert shrunk == [(0, 3, [0, 1, 3]), (1, 3, [0, 1, 3]), (2, 3, [0, 1, 3])], shrunk
+    assert all(ok for ok, _, _ in ray.get([a.exact_allreduce.remote("el") for a in survivors], timeout=30))
+    shrink_s = time.monotonic() - t0
+    # the restarted actor asked to rejoin in its constructor: the members grow, it takes rank 2 back
+    t0 = time.monotonic()
+    grown = ray.get([a.grow.remote("el") for a in actors], timeout=60)
+    assert grown == [(r, 4, [0, 1, 2, 3]) for r in range(4)], grown
+    res = ray.get([a.exact_allreduce.remote("el") for a in actors], timeout=30)
+    assert res == [(True, r, 4) for r in range(4)], res
+    grow_s = time.monotonic() - t0
+    # nobody else restarted; a grow with nobody waiting changes nothing
+    assert [s["pid"] for s in ray.get([actors[i].state.remote() for i in (0, 1, 3)], timeout=30)] == \
+        [pids[i] for i in (0, 1, 3)]
+    assert ray.get([a.grow.remote("el") for a in actors], timeout=30) == grown
+    # a planned shrink of a healthy group: actor 0 leaves; the others renumber
+    planned = ray.get([a.shrink.remote("el", [0]) for a in actors[1:]], timeout=30)
+    assert planned == [(0, 3, [1, 2, 3]), (1, 3, [1, 2, 3]), (2, 3, [1, 2, 3])], planned
+    assert all(ok for ok, _, _ in ray.get([a.exact_allreduce.remote("el") for a in actors[1:]], timeout=30))
+    print(f"ELASTIC-RAY shrink+first exact call {shrink_s:.2f} s, grow+first exact call {grow_s:.2f} s")
+    for a in actors:
+        ray.kill(a)
+
+
+def test_elastic_collective_group(ray_session):
+    actors, pids = _elastic_actors(ray_session, 3, collective=("elc",))
+    actorcc.ray.create_collective_group(actors, group_name="elc", timeout=20, join_timeout=30, backend="cpu")
+    errors, st = _kill_inside_a_call(actors, 0, lambda a: a.col_blocked_allreduce.remote("elc"))
+    for e in errors:  # rank 0 hosted nothing special: the survivors name it and go on
+        assert e is not None and e["culprit"] == 0, e
+    assert st["restarted"] and st["rejoining"] == [True], st
+    survivors = actors[1:]
+    assert ray.get([a.col_shrink_then_grow.remote("elc") for a in survivors], timeout=30) == [(0, 2), (1, 2)]
+    outs = ray.get([a.col_exact_allreduce.remote("elc", v) for v, a in ((2, actors[1]), (3, actors[2]))], timeout=30)
+    assert all(np.array_equal(o, 5 * ray_actors.pattern(4099)) for o in outs)
+    # the restarted actor (rank 0 again) and the survivors grow; ray.util.collective's ranks follow
+    got = ray.get([a.col_shrink_then_grow.remote("elc", grow=True) for a in actors], timeout=60)
+    assert got == [(0, 3), (1, 3), (2, 3)], got
+    outs = ray.get([a.col_exact_allreduce.remote("elc", r + 1) for r, a in enumerate(actors)], timeout=30)
+    assert all(np.array_equal(o, 6 * ray_actors.pattern(4099)) for o in outs)
+    for a in actors:
+        ray.kill(a)
+
+
 def _check_col(outs):
     world = len(outs)
     for r, o in enumerate(outs):

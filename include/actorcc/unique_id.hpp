@@ -18,7 +18,9 @@ struct UniqueId {
   // the address peers connect to (default: ACTORCC_SOCKET_ADDR, else this host's first
   // non-loopback IPv4, else 127.0.0.1) and the root listens on exactly that address; `port` 0
   // picks a free one (docs/reliability.md, "The root-lifetime contract").
-  static UniqueId create(const std::string& host = "", uint16_t port = 0);
+  // `creator_is_rank0`: this process will be rank 0 of the group (as in the torch backend), so a
+  // lost root is reported as rank 0's death, rank 0 named as the culprit.
+  static UniqueId create(const std::string& host = "", uint16_t port = 0, bool creator_is_rank0 = false);
 
   // Stops the root that create() started in this process for this id, if no rank has joined
   // it yet: its thread ends and its port and descriptors close. Returns false (and does

@@ -215,8 +215,8 @@ class ActorccProcessGroup(dist.ProcessGroup):
         with self._lock:
             if kind not in self._comms:
                 key = f"{_STORE_KEY}/{kind}"
-                if self._rank_ == 0:
-                    uid = UniqueId.create("")
+                if self._rank_ == 0:  # this process hosts the root: its loss is rank 0's death
+                    uid = UniqueId.create("", creator_is_rank0=True)
                     self._store.set(key, str(uid))
                 else:
                     uid = self._store.get(key).decode()

@@ -49,11 +49,11 @@ void bind_unique_id(nb::module_& m) {
                        "lives as long as the group (the driver, or rank 0).")
       .def_static(
           "create",
-          [](const std::string& host, uint16_t port) {
+          [](const std::string& host, uint16_t port, bool creator_is_rank0) {
             UniqueId id;
             {
               nb::gil_scoped_release nogil;  // binds and starts a listener thread
-              id = UniqueId::create(host, port);
+              id = UniqueId::create(host, port, creator_is_rank0);
             }
             nb::object obj = nb::cast(id);
             private_ids().insert(key(id));
@@ -62,11 +62,12 @@ void bind_unique_id(nb::module_& m) {
             fin.attr("atexit") = false;  // at exit the registry stops every root anyway
             return obj;
           },
-          nb::arg("host") = "", nb::arg("port") = 0,
+          nb::arg("host") = "", nb::arg("port") = 0, nb::arg("creator_is_rank0") = false,
           "New id whose root listens on host:port in this process. host '' = ACTORCC_SOCKET_ADDR, else "
           "this host's first non-loopback IPv4, else 127.0.0.1; port 0 = any free port. The root listens on "
           "exactly that address. An id dropped before its bytes left this process (never pickled, str()'d "
-          "or to_bytes()'d) and before any rank joined stops its root.")
+          "or to_bytes()'d) and before any rank joined stops its root. creator_is_rank0: this process will "
+          "be rank 0, so a lost root is reported as rank 0's death (rank 0 the culprit).")
       .def_static("parse", &UniqueId::parse, nb::arg("text"), "Inverse of str(uid) (256 hex characters).")
       .def_static(
           "from_bytes",

@@ -60,7 +60,7 @@ class Bootstrap {
 // else this host's first non-loopback IPv4) serving the group with a fresh random token. The
 // root keeps serving until every rank of the group has left, the id is released unused
 // (UniqueId::stop_root_if_unused) or the process exits.
-UniqueId start_root(const std::string& host, uint16_t port);
+UniqueId start_root(const std::string& host, uint16_t port, bool creator_is_rank0 = false);
 
 // Builds the UniqueId for a root that rank 0 will start at host:port (from_address path): the
 // token is a keyed hash of host, port and world under ACTORCC_BOOTSTRAP_SECRET, so every rank

@@ -40,9 +40,12 @@ std::string local_hostname() {
 // The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
 // hosting its root, so losing the root names that process loudly.
 std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
-  const std::string host = root_rank >= 0 ? "rank " + std::to_string(root_rank)
-                                          : std::string("the process that called UniqueId.create()");
-  return "lost the connection to the actorcc root at " + where + ", hosted by " + host + " (" + detail +
+  if (root_rank >= 0)
+    return "rank " + std::to_string(root_rank) + " (which hosts the group's root) died or closed: lost the " +
+           "connection to the actorcc root at " + where + ", hosted by rank " + std::to_string(root_rank) + " (" +
+           detail + "), and a group cannot outlive the process hosting its root";
+  return "lost the connection to the actorcc root at " + where +
+         ", hosted by the process that called UniqueId.create() (" + detail +
          "): that process died or closed, and a group cannot outlive the process hosting its root";
 }
 
@@ -68,7 +71,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   if (abort->self_rank() < 0) abort->set_self_rank(rank);
 
   const std::string where = f.root.to_string();
-  const int root_rank = f.rank0_hosts ? 0 : -1;
+  const int root_rank = f.rank0_hosts || f.creator_is_rank0 ? 0 : -1;
   const Deadline answer_by = join_deadline.when() >= Clock::time_point::max() - kJoinGrace
                                  ? Deadline::never()
                                  : Deadline(join_deadline.when() + kJoinGrace);

@@ -15,6 +15,7 @@ constexpr uint8_t kMagic[4] = {'A', 'C', 'I', 'D'};
 constexpr size_t kVersionAt = 4, kFamilyAt = 6, kFlagsAt = 7, kPortAt = 8, kAddrAt = 12, kTokenAt = 28,
                  kWorldAt = 44, kUsedEnd = 48;
 constexpr uint8_t kFlagRank0Hosts = 1;
+constexpr uint8_t kFlagCreatorIsRank0 = 2;
 
 void put_le(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -40,7 +41,7 @@ UniqueId make_id(const IdFields& f) {
     b[kFamilyAt] = 4;
     std::memcpy(b + kAddrAt, &reinterpret_cast<const sockaddr_in*>(&f.root.ss)->sin_addr, 4);
   }
-  b[kFlagsAt] = f.rank0_hosts ? kFlagRank0Hosts : 0;
+  b[kFlagsAt] = static_cast<uint8_t>((f.rank0_hosts ? kFlagRank0Hosts : 0) | (f.creator_is_rank0 ? kFlagCreatorIsRank0 : 0));
   std::memcpy(b + kTokenAt, f.token.data(), f.token.size());
   put_le(b + kWorldAt, static_cast<uint32_t>(f.world), 4);
   return id;
@@ -55,7 +56,7 @@ IdFields read_id(const UniqueId& id) {
   uint8_t fam = b[kFamilyAt];
   if (fam != 4 && fam != 6)
     throw InvalidArgument("corrupt actorcc UniqueId: address family byte is " + std::to_string(fam) + ", not 4 or 6");
-  if (b[kFlagsAt] & ~kFlagRank0Hosts) throw InvalidArgument("corrupt actorcc UniqueId: unknown flag bits");
+  if (b[kFlagsAt] & ~(kFlagRank0Hosts | kFlagCreatorIsRank0)) throw InvalidArgument("corrupt actorcc UniqueId: unknown flag bits");
   for (size_t i = 10; i < 12; ++i)
     if (b[i]) throw InvalidArgument("corrupt actorcc UniqueId: reserved bytes are not zero");
   for (size_t i = kUsedEnd; i < UniqueId::kBytes; ++i)
@@ -87,6 +88,7 @@ IdFields read_id(const UniqueId& id) {
   }
   f.root.set_port(port);
   f.rank0_hosts = rank0_hosts;
+  f.creator_is_rank0 = (b[kFlagsAt] & kFlagCreatorIsRank0) != 0;
   std::memcpy(f.token.data(), b + kTokenAt, f.token.size());
   f.world = world;
   return f;

@@ -43,7 +43,7 @@ wire::Token address_token(const std::string& secret, const std::string& host, ui
 
 }  // namespace
 
-UniqueId start_root(const std::string& host, uint16_t port) {
+UniqueId start_root(const std::string& host, uint16_t port, bool creator_is_rank0) {
   std::string advertised = host;
   if (advertised.empty()) {
     // setting: ACTORCC_SOCKET_ADDR - address other ranks use to reach a root this process hosts (default: first non-loopback IPv4, else 127.0.0.1)
@@ -61,6 +61,7 @@ UniqueId start_root(const std::string& host, uint16_t port) {
   bootstrap::IdFields f;
   f.root = addr;
   f.token = bootstrap::random_token();
+  f.creator_is_rank0 = creator_is_rank0;
   bootstrap::launch_root(std::move(listener), f.token);
   return bootstrap::make_id(f);
 }

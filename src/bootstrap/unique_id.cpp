@@ -18,7 +18,9 @@ int hex_value(char c) {
 }
 }  // namespace
 
-UniqueId UniqueId::create(const std::string& host, uint16_t port) { return start_root(host, port); }
+UniqueId UniqueId::create(const std::string& host, uint16_t port, bool creator_is_rank0) {
+  return start_root(host, port, creator_is_rank0);
+}
 
 bool UniqueId::stop_root_if_unused() const {
   bootstrap::IdFields f;

@@ -50,3 +50,16 @@ def test_ddp_backward_raises_when_a_peer_dies():
         assert kind == "ok" and value is not None, f"rank {r}: DDP kept training: {res[r]}"
         step, took, msg = value
         assert step == 2 and f"rank {W.CULPRIT}" in msg and took < W.TIMEOUT_S + 4, f"rank {r}: {value}"
+
+
+def test_rank0_hosting_the_root_dies_and_is_named_as_rank0():
+    # torch users never call UniqueId.create(): the backend's rank 0 does, so the root's loss is
+    # reported as rank 0's death, with rank 0 as the culprit.
+    res = run_ranks(3, W.root_rank_dies, free_port(), timeout=120, expect_errors=True)
+    assert res[0][0] == "died", res[0]
+    for r in (1, 2):
+        kind, (msg, culprit) = res[r]
+        assert kind == "ok", f"rank {r}: {res[r]}"
+        assert "rank 0 (which hosts the group's root) died" in msg, f"rank {r}: {msg}"
+        assert "UniqueId.create()" not in msg, f"rank {r}: {msg}"
+        assert culprit == 0, f"rank {r}: culprit {culprit}: {msg}"

@@ -139,3 +139,24 @@ def ddp_peer_dies(rank, world, port):
         except Exception as e:  # noqa: BLE001 - the failure under test
             return step, time.monotonic() - t0, f"{type(e).__name__}: {e}"
     return None
+
+
+def root_rank_dies(rank, world, port):
+    """Rank 0, whose process hosts the actorcc group's root in torch mode, dies after a good call;
+    the others' next call must say that rank 0 died and name it. Returns (message, culprit)."""
+    import torch.distributed as dist
+    _init(rank, world, port)
+    x = _values(rank, 33, 1)
+    dist.all_reduce(x)
+    store = dist.distributed_c10d._get_default_store()
+    if rank != 0:
+        store.set(f"past-good-call/{rank}", "1")
+    else:
+        store.wait([f"past-good-call/{r}" for r in range(1, world)])
+        os._exit(7)
+    time.sleep(0.5)  # let rank 0 go before this rank calls again
+    try:
+        dist.all_reduce(_values(rank, 33, 2))
+        return "returned", None
+    except Exception as e:  # noqa: BLE001 - the test reads the text and the culprit
+        return f"{type(e).__name__}: {e}", getattr(e, "culprit", None)

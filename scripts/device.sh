@@ -84,7 +84,9 @@
 #               init), 3 ranks in one process (group init from one thread, grouped calls on
 #               several communicators, InitAll), an abort from another thread while a kernel
 #               waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
-#               on a call, a stalled rank; each prints PASS; then the reduction adapter's GPU
+#               on a call, a stalled rank, elastic membership (4 processes: planned shrink, a
+#               SIGKILLed rank then NCCL_SHRINK_ABORT, revoke, grow back with new processes, the
+#               matrix exact on each comm); each prints PASS; then the reduction adapter's GPU
 #               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
 #   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
 #               GPU 0 (tests/python/nccl_abi_workers.py): the collective matrix (every op incl. AVG
@@ -510,7 +512,7 @@ phase_ncclconf() {
   step ncclconf-adapt 120 env ACTORCC_CUDA_SHARE_GPU=1 CUDA_VISIBLE_DEVICES=0 build/gpu/nccl/actorcc_nccl_adapt_gpu || FAILED=1
   grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
-  for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall; do
+  for t in "procs 2" "procs 4" "threads 3" abort kill mismatch stall elastic; do
     name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1

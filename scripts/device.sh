@@ -81,9 +81,12 @@
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking
-#               init), an abort from another thread while a kernel waits, a SIGKILLed rank seen through ncclCommGetAsyncError, ranks that disagree
-#               on a call, a stalled rank; each prints PASS (ranks of one process on one GPU are
-#               refused by the CUDA backend: the 'threads' mode runs in CI only); then the reduction adapter's GPU
+#               init), an abort from another thread while a kernel waits, a SIGKILLed rank seen
+#               through ncclCommGetAsyncError, ranks that disagree on a call, a stalled rank,
+#               elastic membership (4 processes: planned shrink, a SIGKILLed rank then
+#               NCCL_SHRINK_ABORT, revoke, grow back with new processes, the matrix exact on each
+#               comm); each prints PASS (ranks of one process on one GPU are refused by the CUDA
+#               backend: the 'threads' mode runs in CI only); then the reduction adapter's GPU
 #               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
 #   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
 #               GPU 0 (tests/python/nccl_abi_workers.py): the collective matrix (every op incl. AVG
@@ -512,7 +515,7 @@ phase_ncclconf() {
   grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
   # ranks of one process sharing a GPU are refused by the CUDA backend: "threads" runs in CI only
-  for t in "procs 2" "procs 4" abort kill mismatch stall; do
+  for t in "procs 2" "procs 4" abort kill mismatch stall elastic; do
     name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1

@@ -47,6 +47,9 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
 
 inline constexpr int kNcclConfigUndefInt = INT_MIN;
 inline constexpr int kNcclSplitNoColor = -1;
+inline constexpr int kNcclShrinkDefault = 0x00;  // ncclCommShrink's flags (2.27)
+inline constexpr int kNcclShrinkAbort = 0x01;
+inline constexpr int kNcclRevokeDefault = 0x00;  // ncclCommRevoke's only flag (2.28.7)
 inline constexpr unsigned kNcclConfigMagic = 0xcafebeef;
 inline constexpr unsigned kNcclSimInfoMagic = 0x74685283;
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,14 @@ struct ncclComm {
   // (which makes each of them return) before it frees the communicator.
   std::atomic<int> busy{0};
   std::atomic<bool> closing{false};
+  // ncclCommRevoke: set with `closing` (so calls are refused), but the comm may still be shrunk
+  // and must still be destroyed (elastic.cpp).
+  std::atomic<bool> revoked{false};
+
+  // The id ncclCommGetUniqueId made for the next ncclCommGrow (its root lives in this process);
+  // consumed by that grow, stopped if the comm is destroyed first.
+  std::mutex grow_mu;
+  std::optional<actorcc::UniqueId> grow_id;
 
   std::mutex err_mu;
   std::string last_error;
@@ -144,6 +153,10 @@ void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>(
 // Starts an init as NCCL would: deferred to ncclGroupEnd inside a group, on a thread for a
 // nonblocking comm (ncclInProgress), else now.
 ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn);
+// Makes a comm joining the group `nid` as `rank` of `nranks` (ncclCommInitRank's body; also a
+// newcomer's ncclCommGrow). `fn` names the call in errors.
+ncclResult_t init_rank(ncclComm** out, int nranks, const ncclUniqueId& nid, int rank, const ncclConfig_t* config,
+                       const char* fn);
 // Waits for a pending init of `comm` (nonblocking init). Returns its result.
 ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept;
 // Frees a comm (and its Communicator) unless its init thread still runs (then that thread does).

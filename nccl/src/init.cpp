@@ -110,6 +110,12 @@ void release_comm(ncclComm* comm) noexcept {
     }
   }
   if (comm->init_thread.joinable()) comm->init_thread.join();
+  if (comm->grow_id) {
+    try {
+      comm->grow_id->stop_root_if_unused();  // an ncclCommGetUniqueId that no grow consumed
+    } catch (...) {
+    }
+  }
   comm->magic = 0;
   comm->core.store(nullptr);
   comm->adapt.reset();
@@ -123,7 +129,11 @@ Communicator* ready_core_slow(ncclComm* comm, const char* fn, ncclResult_t* rc) 
     return nullptr;
   }
   if (comm->closing.load(std::memory_order_acquire)) {
-    *rc = set_error(comm, ncclInvalidUsage, std::string(fn) + ": " + rank_prefix(comm) + "the communicator was aborted");
+    *rc = set_error(comm, ncclInvalidUsage,
+                    std::string(fn) + ": " + rank_prefix(comm) +
+                        (comm->revoked.load(std::memory_order_acquire)
+                             ? "the communicator was revoked (ncclCommRevoke or ncclCommShrink): destroy it, or shrink it"
+                             : "the communicator was aborted"));
     return nullptr;
   }
   if (Communicator* c = comm->core.load(std::memory_order_acquire)) return c;
@@ -137,6 +147,29 @@ Communicator* ready_core_slow(ncclComm* comm, const char* fn, ncclResult_t* rc) 
   else
     *rc = set_error(comm, s, std::string(fn) + ": the communicator's init failed: " + comm->last_error);
   return nullptr;
+}
+
+ncclResult_t init_rank(ncclComm** out, int nranks, const ncclUniqueId& nid, int rank, const ncclConfig_t* config,
+                       const char* fn) {
+  return guarded(nullptr, fn, [&] {
+    if (!out) return set_error(nullptr, ncclInvalidArgument, std::string(fn) + ": newcomm is NULL");
+    *out = nullptr;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+      return set_error(nullptr, ncclInvalidArgument,
+                       std::string(fn) + ": rank " + std::to_string(rank) + " of nranks " + std::to_string(nranks) +
+                           " (0 <= rank < nranks)");
+    CommConfig cfg;
+    if (ncclResult_t r = parse_config(config, &cfg, fn); r != ncclSuccess) return r;
+    UniqueId id;
+    std::memcpy(id.bytes.data(), nid.internal, id.bytes.size());
+    ncclComm* comm = new_comm(cfg);
+    comm->rank = rank;
+    comm->nranks = nranks;
+    *out = comm;
+    const Options opt = comm_options(current_device());
+    return launch_init(comm, [id, rank, nranks, opt] { return std::make_unique<Communicator>(id, rank, nranks, opt); },
+                       fn);
+  });
 }
 
 }  // namespace actorcc::ncclabi
@@ -164,30 +197,6 @@ extern "C" ncclResult_t ncclGetUniqueId(ncclUniqueId* out) {
 }
 ACTORCC_NCCL_ALIAS(ncclGetUniqueId)
 
-namespace {
-ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& nid, int rank, const ncclConfig_t* config,
-                       const char* fn) {
-  return guarded(nullptr, fn, [&] {
-    if (!out) return set_error(nullptr, ncclInvalidArgument, std::string(fn) + ": newcomm is NULL");
-    *out = nullptr;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-      return set_error(nullptr, ncclInvalidArgument,
-                       std::string(fn) + ": rank " + std::to_string(rank) + " of nranks " + std::to_string(nranks) +
-                           " (0 <= rank < nranks)");
-    CommConfig cfg;
-    if (ncclResult_t r = parse_config(config, &cfg, fn); r != ncclSuccess) return r;
-    UniqueId id;
-    std::memcpy(id.bytes.data(), nid.internal, id.bytes.size());
-    ncclComm* comm = new_comm(cfg);
-    comm->rank = rank;
-    comm->nranks = nranks;
-    *out = comm;
-    const Options opt = comm_options(current_device());
-    return launch_init(comm, [id, rank, nranks, opt] { return std::make_unique<Communicator>(id, rank, nranks, opt); },
-                       fn);
-  });
-}
-}  // namespace
 
 extern "C" ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return init_rank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");

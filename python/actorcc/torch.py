@@ -37,6 +37,8 @@ How it maps onto actorcc:
 - torch versions: 2.5 to 2.11 and 2.15 (docs/torch.md has the table). register_backend(name,
   fn, devices=...) is the same in all, and a repeated registration is skipped. Before 2.7 torch
   keeps only the C++ half of a Work returned to it (see _torch_work._KEPT).
+- torch.distributed.shrink_group (2.11, 2.15) needs a C++ Backend and cannot reach this Python
+  group: shrink_group(group, exclude) below is the alternative (docs/torch.md).
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
@@ -612,6 +614,27 @@ def _timeout_of(timeout):
 
 def _default_pg_timeout():
     return getattr(dist.constants, "default_pg_timeout", datetime.timedelta(minutes=30))
+
+
+def shrink_group(group, exclude, join_timeout=None):
+    """The "actorcc" backend's answer to torch.distributed.shrink_group, which cannot reach a
+    Python process group (docs/torch.md): a new ActorccProcessGroup of `group`'s ranks except
+    `exclude` (ranks of `group`), renumbered in order, whose communicators are the old ones shrunk
+    (Communicator.shrink: it works after a rank died, and never waits for an excluded one). Every
+    survivor calls it with the same list. The new group is used through its methods
+    (`new.allreduce([t]).wait()`); torch's group registry does not know it. A device kind the old
+    group never used gets its communicator through the old group's store, which must still be
+    alive then (with torch's TCPStore: the process of the old rank 0)."""
+    ex = sorted({int(r) for r in exclude})
+    survivors = [r for r in range(group.size()) if r not in ex]
+    if group.rank() not in survivors:
+        raise ValueError(f"actorcc shrink_group: rank {group.rank()} is in the exclude list {ex}")
+    store = dist.PrefixStore(f"actorcc_shrunk/{','.join(map(str, ex))}/", group._store)
+    new = ActorccProcessGroup(store, survivors.index(group.rank()), len(survivors), group._timeout)
+    with group._lock:
+        for kind in sorted(group._comms):  # the same order on every survivor
+            new._comms[kind] = group._comms[kind].shrink(ex, join_timeout)
+    return new
 
 
 def _create(store, rank, size, timeout):

@@ -114,9 +114,12 @@ std::vector<std::string> Member::unwrap_all(const std::vector<std::string>& blob
     const std::string tok = in.take(s.token.size());
     const uint64_t digest = in.get(8);
     if (!magic || !in.ok || in.at != blobs[r].size())
-      throw InvalidArgument("the peer blob of rank " + std::to_string(r) +
-                                " is malformed (a rank of another actorcc version?)",
-                            rank, static_cast<int>(r));
+      // Whoever held the token sent it: that rank's fault, named by every rank alike (as a
+      // descriptor that does not decode, core/communicator.cpp).
+      throw RemoteError("rank " + std::to_string(r) +
+                            " joined with a peer descriptor this rank cannot read (malformed peer info: its "
+                            "membership wrapper does not parse): not an actorcc rank of this version",
+                        static_cast<int>(r), rank);
     std::memcpy(s.token.data(), tok.data(), s.token.size());
     if (digest != digest_) differ.push_back(static_cast<int>(r));
     topo.push_back(std::move(t));

@@ -89,7 +89,9 @@ TEST(NcclAdapt, NativeCallsPassThrough) {
     uint64_t buf[4] = {1, 2, 3, 4}, out[4] = {}, untouched[4] = {};
     for (int t = 0; t < 10; ++t)
       for (int op = 0; op < 5; ++op) {
-        const bool adapted = (t == Uint32 || t == Uint64) && (op == Max || op == Min || op == Avg);
+        // Integer avg is NCCL's wrapping sum then a divide (the core's avg sums exactly).
+        const bool integer = t == Int8 || t == Uint8 || t == Int32 || t == Uint32 || t == Int64 || t == Uint64;
+        const bool adapted = ((t == Uint32 || t == Uint64) && (op == Max || op == Min)) || (integer && op == Avg);
         for (ReduceKind k : {ReduceKind::AllReduce, ReduceKind::ReduceScatter, ReduceKind::Reduce}) {
           const bool took = run_adapted(c, st, {k, buf, adapted ? out : untouched, 2, t, op, 0, nullptr});
           if (took != adapted) f.push_back(std::string(kTypeName[t]) + " " + kOpName[op] + ": took=" + (took ? "1" : "0"));
@@ -97,6 +99,45 @@ TEST(NcclAdapt, NativeCallsPassThrough) {
       }
     for (uint64_t v : untouched)
       if (v != 0) f.push_back("a call handed back to the caller wrote its output");
+    return f;
+  });
+  for (const auto& f : fails) ADD_FAILURE() << f;
+}
+
+// Integer avg as NCCL computes it: the sum wraps in the element type, then it is divided by the
+// world size (truncating, signed for the signed types). Values chosen so the sums overflow, where
+// an exact average would differ; the expectation is worked out here, element by element.
+TEST(NcclAdapt, IntegerAvgWrapsThenDivides) {
+  const auto fails = run_group(3, [](Communicator& c, AdaptState& st) {
+    std::vector<std::string> f;
+    const int r = c.rank(), world = c.world_size();
+    auto value = [](int rank, int i) { return static_cast<int64_t>((rank + 1) * 70 + i * 37) * (i % 2 ? -1 : 1); };
+    auto check = [&](int t, auto zero) {
+      using T = decltype(zero);
+      constexpr int n = 9;
+      T in[n], out[n];
+      for (int i = 0; i < n; ++i) in[i] = static_cast<T>(value(r, i) * (sizeof(T) > 1 ? 30000000 : 1));
+      for (int i = 0; i < n; ++i) out[i] = static_cast<T>(0x5a);
+      if (!run_adapted(c, st, {ReduceKind::AllReduce, in, out, n, t, Avg, 0, nullptr})) {
+        f.push_back(std::string(kTypeName[t]) + " avg was not adapted");
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        T sum = 0;  // wraps in T, as NCCL's sum does
+        for (int q = 0; q < world; ++q)
+          sum = static_cast<T>(sum + static_cast<T>(value(q, i) * (sizeof(T) > 1 ? 30000000 : 1)));
+        const T want = static_cast<T>(sum / static_cast<T>(world));
+        if (out[i] != want)
+          f.push_back(std::string(kTypeName[t]) + " avg [" + std::to_string(i) + "]: got " +
+                      std::to_string(static_cast<int64_t>(out[i])) + " want " + std::to_string(static_cast<int64_t>(want)));
+      }
+    };
+    check(Int8, int8_t{});
+    check(Uint8, uint8_t{});
+    check(Int32, int32_t{});
+    check(Uint32, uint32_t{});
+    check(Int64, int64_t{});
+    check(Uint64, uint64_t{});
     return f;
   });
   for (const auto& f : fails) ADD_FAILURE() << f;

@@ -88,7 +88,7 @@ void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
       const auto* s = static_cast<const uint8_t*>(k.send);
       const auto* r = static_cast<const uint8_t*>(k.recv);
       if (bytes > 0 && s < r + bytes && r < s + bytes) {
-        StagedInput copy(k.send, bytes, k.stream, comm->cuda_device);
+        StagedInput copy(k.send, bytes, k.stream, comm->cuda_device, c.rank());
         c.all_to_all(copy.get(), k.recv, k.count, t, k.stream);
       } else {
         c.all_to_all(k.send, k.recv, k.count, t, k.stream);

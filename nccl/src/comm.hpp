@@ -124,13 +124,13 @@ int current_device() noexcept;  // -1 when no GPU is usable or ACTORCC_BACKEND=c
 void set_device(int device) noexcept;
 // Waits for this process's work on `device` (none on the CPU backend): what ncclCommFinalize
 // flushes. Not the streams the calls ran on: those are the caller's and may be destroyed by then.
-void finish_device_work(int device);
+void finish_device_work(int device, int rank);  // rank: named in its error
 // A copy of a call's input that its output overlaps, made on the call's stream (`device` >= 0:
 // stream-ordered device memory, freed on that stream after the call is enqueued, so a CUDA graph
 // captures the allocation too) or on the host (the CPU backend).
 class StagedInput {
  public:
-  StagedInput(const void* src, size_t bytes, void* stream, int device);
+  StagedInput(const void* src, size_t bytes, void* stream, int device, int rank);  // rank: named in its error
   ~StagedInput();
   StagedInput(const StagedInput&) = delete;
   StagedInput& operator=(const StagedInput&) = delete;

@@ -102,7 +102,7 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!c) return rc;
   BusyScope busy(comm);
   return guarded(comm, fn, [&] {
-    finish_device_work(comm->cuda_device);
+    finish_device_work(comm->cuda_device, c->rank());
     c->check();
     return ncclSuccess;
   });

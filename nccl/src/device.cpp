@@ -36,7 +36,7 @@ void set_device(int device) noexcept {
 #endif
 }
 
-void finish_device_work(int device) {
+void finish_device_work(int device, int rank) {
 #if ACTORCC_WITH_CUDA
   if (device < 0) return;
   int prev = -1;
@@ -48,14 +48,14 @@ void finish_device_work(int device) {
   // reports from the communicator; a failure of the wait itself is reported here.
   if (e != cudaSuccess && e != cudaErrorLaunchFailure) {
     cudaGetLastError();
-    throw CudaError(std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(e));
+    throw CudaError(std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(e), rank);
   }
 #else
   (void)device;
 #endif
 }
 
-StagedInput::StagedInput(const void* src, size_t bytes, void* stream, int device)
+StagedInput::StagedInput(const void* src, size_t bytes, void* stream, int device, int rank)
     : stream_(stream), device_(device >= 0) {
 #if ACTORCC_WITH_CUDA
   if (device_) {
@@ -66,7 +66,7 @@ StagedInput::StagedInput(const void* src, size_t bytes, void* stream, int device
       cudaGetLastError();
       if (ptr_) cudaFreeAsync(ptr_, st);
       throw CudaError(std::string("staging an in-place input of ") + std::to_string(bytes) +
-                      " bytes: " + cudaGetErrorString(e));
+                      " bytes: " + cudaGetErrorString(e), rank);
     }
     return;
   }

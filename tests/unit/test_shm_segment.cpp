@@ -76,5 +76,23 @@ TEST(ShmSegment, OrphansOfDeadCreatorsAreRemoved) {
   EXPECT_EQ(ShmSegment::remove_orphans(tag), 0);
 }
 
+// A creator that was killed but not yet reaped (a zombie: its parent, a launcher, polls) is dead
+// too. The elastic shrink after a death inside a shrink depends on it: the next creator sweeps
+// the dead one's segment while the launcher has not yet waited on it.
+TEST(ShmSegment, OrphansOfZombieCreatorsAreRemoved) {
+  pid_t zombie = ::fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) ::_exit(0);
+  // Not reaped: wait until the child has exited, leaving it a zombie.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  const std::string tag = "actorcc-zombietest-" + std::to_string(::getpid()) + "-";
+  const std::string orphan = "/" + tag + "x-p" + std::to_string(zombie);
+  ShmSegment a = ShmSegment::create(orphan, 4096);
+  EXPECT_EQ(ShmSegment::remove_orphans(tag), 1);
+  EXPECT_FALSE(in_dev_shm(orphan));
+  ASSERT_EQ(::waitpid(zombie, nullptr, 0), zombie);
+}
+
 }  // namespace
 }  // namespace actorcc

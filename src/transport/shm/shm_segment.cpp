@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -21,6 +22,24 @@ namespace {
 
 std::string errno_text(const std::string& what, const std::string& name, int err) {
   return what + " '" + name + "': " + std::strerror(err);
+}
+
+// Dead: no such process, or a zombie (it has exited, and its parent, a launcher or Ray's raylet,
+// has not reaped it yet; it can never touch the segment again). EPERM from kill means another
+// user's live process.
+bool process_gone(pid_t pid) noexcept {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return errno == ENOENT;
+  char buf[512];
+  const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the last ')'.
+  const char* close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
 void* map_fd(int fd, size_t bytes, const std::string& name) {
@@ -45,8 +64,7 @@ int ShmSegment::remove_orphans(const std::string& prefix) noexcept {
     if (*end != '\0' || pid <= 0) continue;
     struct stat st {};
     if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid()) continue;
-    // ESRCH: no such process. EPERM means it exists (another user's), so it is kept.
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (!process_gone(static_cast<pid_t>(pid))) continue;
     if (::shm_unlink(("/" + n).c_str()) == 0) ++removed;
   }
   ::closedir(d);

@@ -32,9 +32,9 @@ class ShmSegment {
   void unlink() noexcept;
 
   // Segment names end in "-p<creator pid>". Removes every segment in /dev/shm whose name starts
-  // with `prefix`, that belongs to this user, and whose creator is no longer alive: what a group
-  // left behind when all of its processes were killed during setup, before any could unlink.
-  // Returns how many were removed.
+  // with `prefix`, that belongs to this user, and whose creator is no longer alive (exited, or a
+  // zombie its parent has not reaped yet): what a group left behind when its processes were
+  // killed during setup, before any could unlink. Returns how many were removed.
   static int remove_orphans(const std::string& prefix) noexcept;
 
   void* data() const { return addr_; }

@@ -17,12 +17,15 @@ start). Ranks that outnumber the GPUs share them (ACTORCC_CUDA_SHARE_GPU=1): act
 as NCCL refuses two ranks on one GPU, so the NCCL variants run only where each rank has a GPU.
 
 What is timed (dist.all_reduce of float32, SUM, sizes -b..-e by -f; -n calls per round, the
-median of -r rounds, every rank's figure gathered and the largest kept):
+median of -r rounds, every rank's figure gathered and the largest kept; with --trials K every
+variant runs K times in rotating order and each figure is the median of the K, its range beside
+it):
   sync      per-call host time: n back-to-back dist.all_reduce(x), one sync at the end
             (CUDA: torch.cuda.synchronize(); CPU: the calls are synchronous), divided by n
   async     the same with async_op=True, every Work waited on at the end
   event     (CUDA) the time between CUDA events around the n sync calls, divided by n
-  graph     (CUDA) n calls captured in one torch.cuda.graph, replayed: time per call
+  graph     (CUDA) n calls captured in one torch.cuda.graph, replayed: time per call (after
+            every eager figure of the process, so a capture's leftovers cannot weigh on those)
   raw       (actorcc) the group's own actorcc.Communicator.all_reduce on the same tensor
             (CPU: the same call without torch.distributed)
 The results are checked (every rank's input is rank + 1, the sum world * (world + 1) / 2).
@@ -147,14 +150,19 @@ def rank_main(args):
                 ends.append(e)
             torch.cuda.synchronize()
             row["event"] = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3 / n
-            row["graph"] = graph_time(torch, dist, x, n, args, rank, world)
-            if row["graph"] is None:
-                row.pop("graph")
-                row["graph_error"] = graph_time.last_error
         if backend == "actorcc":
             comm = pg._comm(x)
             row["raw"] = timed(lambda: comm.all_reduce(x), n)
         rows.append(row)
+    # Graphs last: a capture leaves state behind in torch and in the library (private memory
+    # pools, a stream's capture history), which must not weigh on the eager figures.
+    if cuda:
+        for row in rows:
+            x = torch.zeros(row["bytes"] // 4, dtype=torch.float32, device=dev)
+            row["graph"] = graph_time(torch, dist, x, row["iters"], args, rank, world)
+            if row["graph"] is None:
+                row.pop("graph")
+                row["graph_error"] = graph_time.last_error
     dist.barrier()
     dist.destroy_process_group()
     return {"rank": rank, "rows": rows, "wrong": wrong}
@@ -280,6 +288,25 @@ def run_variant(variant, world, args, ngpu):
     return rows, (f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
 
 
+def merge_trials(trials):
+    """One row per size from the trials' rows: each figure the median over the trials, and
+    with several trials its (min, max) beside it."""
+    out = []
+    for i, row in enumerate(trials[0]):
+        merged = dict(row)
+        for m in MODES:
+            vals = [t[i][m + "_us"] for t in trials if i < len(t) and m + "_us" in t[i]]
+            if not vals:
+                continue
+            merged[m + "_us"] = statistics.median(vals)
+            if len(trials) > 1:
+                merged[m + "_range_us"] = [min(vals), max(vals)]
+        if len(trials) > 1:
+            merged["trials"] = len(trials)
+        out.append(merged)
+    return out
+
+
 def print_table(rows, world, out):
     cols = [m for m in MODES if any(m + "_us" in r for r in rows)]
     head = f"{'variant':>13} {'size':>9} " + " ".join(f"{m + ' us':>10}" for m in cols)
@@ -331,6 +358,8 @@ def main():
     p.add_argument("--graph-calls", type=int, default=100, help="calls captured in one graph")
     p.add_argument("--timeout", type=float, default=120, help="the groups' timeout (s)")
     p.add_argument("--variant-timeout", type=float, default=300, help="cap per variant and world (s)")
+    p.add_argument("--trials", type=int, default=1,
+                   help="runs of every variant per world, in rotating order; figures are the median")
     p.add_argument("-o", "--out", default="", help="result folder (JSON + PNG)")
     p.add_argument("--name", default="torch_bench", help="file name stem in the folder")
     p.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
@@ -361,7 +390,7 @@ def main():
             "host": socket.gethostname(),
             "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
             "gpus": ngpu, "torch": torch.__version__, "python": platform.python_version(),
-            "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters,
+            "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters, "trials": args.trials,
             "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}
     try:
         import actorcc
@@ -373,17 +402,21 @@ def main():
     print(f"# torch {meta['torch']}, {meta['device']}, {ngpu} GPU(s); variants {','.join(variants)}; "
           f"worlds {','.join(map(str, worlds))}")
     for w in worlds:
-        rows_w = []
-        for v in variants:
-            t0 = time.monotonic()
-            rows, note = run_variant(v, w, args, ngpu)
-            if note:
-                result["notes"].append(f"{v} world {w}: {note}")
-                print(f"# {v} world {w}: {note}")
-                failed |= note.startswith(("FAILED", "WRONG"))
-            if rows:
-                rows_w += rows
-                print(f"# {v} world {w}: {time.monotonic() - t0:.0f} s")
+        by_variant = {}
+        for t in range(args.trials):
+            # Trial t starts the rotation at variant t: drift of the machine (clocks, other
+            # tenants) falls on every variant alike instead of on whichever runs last.
+            for v in variants[t % len(variants):] + variants[:t % len(variants)]:
+                t0 = time.monotonic()
+                rows, note = run_variant(v, w, args, ngpu)
+                if note:
+                    result["notes"].append(f"{v} world {w} trial {t}: {note}")
+                    print(f"# {v} world {w} trial {t}: {note}")
+                    failed |= note.startswith(("FAILED", "WRONG"))
+                if rows:
+                    by_variant.setdefault(v, []).append(rows)
+                    print(f"# {v} world {w} trial {t}: {time.monotonic() - t0:.0f} s")
+        rows_w = [row for v in variants if v in by_variant for row in merge_trials(by_variant[v])]
         result["rows"] += rows_w
         if rows_w:
             print_table(rows_w, w, sys.stdout)

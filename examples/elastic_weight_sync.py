@@ -148,6 +148,21 @@ class Inference(Member):
         return {"pid": os.getpid(), "restarted": self.restarted, "rejoining": self.rejoining}
 
 
+def get_when_restarted(ray, method, timeout):
+    """ray.get(method.remote()) on an actor that Ray is restarting: until the new process is up,
+    Ray may answer ActorUnavailableError ("the actor is restarting") at once instead of waiting,
+    so the call is made again until it runs (bounded by `timeout`)."""
+    unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get(method.remote(), timeout=max(1.0, end - time.monotonic()))
+        except unavailable:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inference", type=int, default=3, help="inference actors (default 3)")
@@ -199,7 +214,7 @@ def main():
             if step == 1 and i > 0 and i - 1 != args.victim and not rep["errors"]:
                 failed.append(f"step 1: {who} did not see the death")
         for i in died:  # Ray restarts it; a call returns once its constructor (and rejoin request) ran
-            st = ray.get(actors[i].state.remote(), timeout=60)
+            st = get_when_restarted(ray, actors[i].state, timeout=60)
             print(f"step {step}: inference {i - 1} restarted by Ray (pid {st['pid']}), asked to rejoin: "
                   f"{st['rejoining']}")
         # Bit for bit: every actor that holds the current weights equals the trainer.

@@ -124,6 +124,10 @@ int current_device() noexcept;  // -1 when no GPU is usable or ACTORCC_BACKEND=c
 void set_device(int device) noexcept;
 // Waits for this process's work on `device` (none on the CPU backend): what ncclCommFinalize
 // flushes. Not the streams the calls ran on: those are the caller's and may be destroyed by then.
+// Bounded without a deadline of its own: every kernel of the library waits under the call
+// timeout and the group's abort word, so this wait ends at most one call timeout after the
+// last peer stopped answering; what else runs on the device is the caller's (NCCL's finalize
+// waits for its own work the same way).
 void finish_device_work(int device, int rank);  // rank: named in its error
 // A copy of a call's input that its output overlaps, made on the call's stream (`device` >= 0:
 // stream-ordered device memory, freed on that stream after the call is enqueued, so a CUDA graph

@@ -235,9 +235,10 @@ def _await_joins(actors, refs, what, join_timeout, grace, leave, started=None):
                     missing[r] = f"actor failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if missing:
             break
+    stopped_early = bool(missing)  # on a dead actor: the others are still inside their join
     for ref in pending:
         r = index[ref]
-        if missing:  # we stopped early on a dead actor: these are still inside their join
+        if stopped_early:
             reports[r] = f"still joining (its join fails by itself within join_timeout={join_timeout:.0f}s)"
         else:
             missing[r] = f"did not join within {join_timeout:.0f}s (busy, still starting, or hung)"

@@ -3,6 +3,8 @@
 // before anything moves; Call::run() then makes the C++ call with the GIL released (possibly on
 // another thread: the Python layer's CPU worker). PyComm is what the _Communicator class holds.
 #pragma once
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
@@ -19,6 +21,10 @@ namespace actorcc::py {
 struct PyComm {
   std::unique_ptr<Communicator> c;
   std::shared_mutex mu;
+  // The process that made it. In a fork() child `mu` holds the parent's state: a call that
+  // another thread was in when the fork came holds it there forever (that thread does not
+  // exist in the child), so close() must not wait for it.
+  const pid_t creator = ::getpid();
   // Cached after construction (valid after close too).
   int rank = -1, world = 0, device = -1;
   Backend backend = Backend::Cpu;

@@ -320,6 +320,9 @@ void bind_communicator(nb::module_& m) {
           nb::arg("world_size"), nb::arg("uid").none() = nb::none(), nb::arg("rank") = -1,
           nb::arg("join_timeout").none() = nb::none(), nb::rv_policy::take_ownership)
       .def("close", [](PyComm& p) {
+        // A fork() child: nothing to wait for (the parent's calls are not here), and the
+        // Communicator's teardown in a child touches nothing the parent shares.
+        if (::getpid() != p.creator) return p.c.reset();
         nb::gil_scoped_release nogil;  // waits for running calls, then says goodbye to the root
         std::unique_lock lock(p.mu);
         p.c.reset();

@@ -92,10 +92,11 @@ int assign_nodes(std::vector<PeerInfo>& peers) {
   return static_cast<int>(node_of.size());
 }
 
-std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers) {
+std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers, bool same_process) {
   for (size_t r = 0; r < peers.size(); ++r)
     for (size_t q = r + 1; q < peers.size(); ++q)
-      if (!peers[r].gpu_uuid.empty() && peers[r].gpu_uuid == peers[q].gpu_uuid && peers[r].host_id == peers[q].host_id)
+      if (!peers[r].gpu_uuid.empty() && peers[r].gpu_uuid == peers[q].gpu_uuid && peers[r].host_id == peers[q].host_id &&
+          (!same_process || peers[r].pid == peers[q].pid))
         return {static_cast<int>(r), static_cast<int>(q)};
   return {-1, -1};
 }

@@ -30,8 +30,8 @@ PeerInfo decode(const std::string& blob);  // throws InvalidArgument on a malfor
 // in rank order within a node. Returns the number of nodes.
 int assign_nodes(std::vector<PeerInfo>& peers);
 
-// The first two ranks (in rank order) that use the same GPU of the same host, or {-1, -1}.
-// Ranks without a GPU share nothing.
-std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers);
+// The first two ranks (in rank order) that use the same GPU of the same host, or {-1, -1};
+// with `same_process`, only two that are also one process. Ranks without a GPU share nothing.
+std::pair<int, int> shared_gpu(const std::vector<PeerInfo>& peers, bool same_process = false);
 
 }  // namespace actorcc::topology

@@ -1,5 +1,6 @@
-"""bench/torch_bench.py on CPU tensors (actorcc against gloo, 2 processes, one size): it runs,
-checks its results, and writes its JSON and plot. Skipped where torch is not installed."""
+"""bench/torch_bench.py on CPU tensors (actorcc against gloo, 2 processes, two sizes, two trials in
+rotating order): it runs, checks its results, and writes its JSON (the trials' median and range)
+and plot. Skipped where torch is not installed."""
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ BENCH = os.path.join(ROOT, "bench", "torch_bench.py")
 
 def test_cpu_run_writes_json_and_plot(tmp_path):
     out = subprocess.run([sys.executable, BENCH, "--device", "cpu", "--worlds", "2", "-b", "4K", "-e", "64K",
-                          "-n", "20", "-r", "1", "--timeout", "60", "--variant-timeout", "120", "-o", str(tmp_path)],
+                          "-n", "20", "-r", "1", "--trials", "2", "--timeout", "60", "--variant-timeout", "120", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world 2: time per dist.all_reduce call" in out.stdout
@@ -26,6 +27,10 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
     for r in doc["rows"]:
         assert r["world"] == 2 and r["sync_us"] > 0 and r["async_us"] > 0, r
         assert ("raw_us" in r) == (r["variant"] == "actorcc"), r
+        assert r["trials"] == 2, r
+        for m in ("sync", "async"):
+            lo, hi = r[m + "_range_us"]
+            assert lo <= r[m + "_us"] <= hi, r
     try:
         import matplotlib  # noqa: F401  draws the plot; the JSON is written without it
     except ImportError:

@@ -72,6 +72,17 @@ TEST(Topology, SharedGpuIsTheFirstPairOnOneGpuOfOneHost) {
   EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(0, 5));
   peers[5].gpu_uuid = "GPU-3";
   EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(4, 6));
+  // One process on one GPU (the CUDA backend refuses it even where sharing is allowed).
+  for (auto& p : peers) p.pid = 100 + p.rank;
+  EXPECT_EQ(topology::shared_gpu(peers, true), std::make_pair(-1, -1));
+  peers[6].pid = peers[4].pid;
+  EXPECT_EQ(topology::shared_gpu(peers, true), std::make_pair(4, 6));
+  peers[5].gpu_uuid = "GPU-1";
+  peers[5].pid = peers[0].pid;
+  EXPECT_EQ(topology::shared_gpu(peers, true), std::make_pair(0, 5));
+  peers[5].pid = 999;  // on GPU-1 with rank 0 but another process: only the plain pair
+  EXPECT_EQ(topology::shared_gpu(peers, true), std::make_pair(4, 6));
+  EXPECT_EQ(topology::shared_gpu(peers), std::make_pair(0, 5));
 }
 
 TEST(Topology, NodeIdOverrideMakesVirtualNodes) {

@@ -75,14 +75,11 @@ void refuse_shared_gpu(const GroupContext& ctx, bool allowed) {
   // Ranks of one process on one GPU import each other's workspace into the process that made
   // it: not a layout the backend supports (a device run of 3 such ranks gave wrong products), so
   // it is refused even where sharing is allowed. Ranks of one process on different GPUs are fine.
-  for (size_t a = 0; a < ctx.peers.size(); ++a)
-    for (size_t b = a + 1; b < ctx.peers.size(); ++b)
-      if (!ctx.peers[a].gpu_uuid.empty() && ctx.peers[a].gpu_uuid == ctx.peers[b].gpu_uuid &&
-          ctx.peers[a].host_id == ctx.peers[b].host_id && ctx.peers[a].pid == ctx.peers[b].pid)
-        throw UnsupportedError("ranks " + std::to_string(a) + " and " + std::to_string(b) +
-                                   " are one process (pid " + std::to_string(ctx.peers[a].pid) + ") on one GPU " +
-                                   ctx.peers[a].gpu_uuid + "; the CUDA backend needs one GPU per rank of a process",
-                               ctx.rank);
+  if (const auto [a, b] = topology::shared_gpu(ctx.peers, true); a >= 0)
+    throw UnsupportedError("ranks " + std::to_string(a) + " and " + std::to_string(b) + " are one process (pid " +
+                               std::to_string(ctx.peers[a].pid) + ") on one GPU " + ctx.peers[a].gpu_uuid +
+                               "; the CUDA backend needs one GPU per rank of a process",
+                           ctx.rank);
   const std::string& gpu = ctx.peers[r].gpu_uuid;
   if (!allowed)
     throw UnsupportedError("ranks " + std::to_string(r) + " and " +

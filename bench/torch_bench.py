@@ -28,6 +28,9 @@ it):
             every eager figure of the process, so a capture's leftovers cannot weigh on those)
   raw       (actorcc) the group's own actorcc.Communicator.all_reduce on the same tensor
             (CPU: the same call without torch.distributed)
+  lib       (nccl, nccl-actorcc) ncclAllReduce of the process's libnccl.so.2 called through ctypes
+            on torch's own communicator and the same tensor: the library's share of a call,
+            apart from torch's (ctypes adds about 1 us alike to both libraries)
 The results are checked (every rank's input is rank + 1, the sum world * (world + 1) / 2).
 
 Output: a table like nccl-tests' per world, JSON (schema actorcc-torch-bench/1) and a PNG plot
@@ -48,7 +51,7 @@ import tempfile
 import time
 
 SCHEMA = "actorcc-torch-bench/1"
-MODES = ("sync", "async", "event", "graph", "raw")
+MODES = ("sync", "async", "event", "graph", "raw", "lib")
 
 
 def parse_size(s):
@@ -153,6 +156,11 @@ def rank_main(args):
         if backend == "actorcc":
             comm = pg._comm(x)
             row["raw"] = timed(lambda: comm.all_reduce(x), n)
+        if backend == "nccl":
+            try:
+                row["lib"] = timed(nccl_lib_call(torch, pg, x), n)
+            except Exception as e:  # noqa: BLE001 - a diagnostic; reported, never fatal
+                row["lib_error"] = f"{type(e).__name__}: {e}"
         rows.append(row)
     # Graphs last: a capture leaves state behind in torch and in the library (private memory
     # pools, a stream's capture history), which must not weigh on the eager figures.
@@ -166,6 +174,27 @@ def rank_main(args):
     dist.barrier()
     dist.destroy_process_group()
     return {"rank": rank, "rows": rows, "wrong": wrong}
+
+
+def nccl_lib_call(torch, pg, x):
+    """A function making one in-place float32 sum ncclAllReduce of `x` on torch's NCCL
+    communicator, through the libnccl.so.2 this process uses: dlopen by soname returns the
+    library already loaded under it (the preloaded one where LD_PRELOAD names one)."""
+    import ctypes
+    comm = ctypes.c_void_p(pg._get_backend(x.device)._comm_ptr())
+    fn = ctypes.CDLL("libnccl.so.2").ncclAllReduce
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                   ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    buf, count = ctypes.c_void_p(x.data_ptr()), ctypes.c_size_t(x.numel())
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    float32, ncclsum = 7, 0  # ncclFloat32, ncclSum
+
+    def call():
+        rc = fn(buf, buf, count, float32, ncclsum, comm, stream)
+        if rc != 0:
+            raise RuntimeError(f"ncclAllReduce returned {rc}")
+    return call
 
 
 def graph_time(torch, dist, x, n, args, rank, world):
@@ -280,9 +309,10 @@ def run_variant(variant, world, args, ngpu):
             vals = [pr["rows"][i][m] for pr in per_rank if m in pr["rows"][i]]
             if vals:
                 merged[m + "_us"] = max(vals) * 1e6  # the slowest rank sets the pace
-        err = [pr["rows"][i]["graph_error"] for pr in per_rank if "graph_error" in pr["rows"][i]]
-        if err:
-            merged["graph_error"] = err[0]
+        for key in ("graph_error", "lib_error"):
+            err = [pr["rows"][i][key] for pr in per_rank if key in pr["rows"][i]]
+            if err:
+                merged[key] = err[0]
         rows.append(merged)
     wrong = sum(pr["wrong"] for pr in per_rank)
     return rows, (f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
@@ -326,7 +356,7 @@ def plot(result, path):
     for ax, w in zip(axes[0], worlds):
         rows = [r for r in result["rows"] if r["world"] == w]
         for v in sorted({r["variant"] for r in rows}):
-            for m in ("sync", "async", "graph", "raw"):
+            for m in ("sync", "async", "graph", "raw", "lib"):
                 pts = [(r["bytes"], r[m + "_us"]) for r in rows if r["variant"] == v and m + "_us" in r]
                 if pts:
                     ax.plot(*zip(*pts), marker="o", linestyle="-" if m == "sync" else "--", label=f"{v} {m}")

@@ -73,10 +73,12 @@
 #               GPU 0, each graph replayed 1000 times with fresh inputs and checked
 #               (tests/python/test_torch_graphs.py); reuses the build phase's folder and builds
 #               only the extension
-#   torchbench  (<= 150 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
+#   torchbench  (<= 170 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
 #               events, CUDA graph) 4 KiB to 16 MiB, world 1 on GPU 0: "actorcc", "nccl", "nccl"
 #               with actorcc's libnccl.so.2 preloaded (where built) and the raw
-#               actorcc.Communicator call; then world 2 sharing GPU 0 (actorcc only). JSON, PNG
+#               actorcc.Communicator call and each libnccl's own ncclAllReduce (ctypes), 3 trials
+#               in rotating order (the median and range);
+#               then world 2 sharing GPU 0 (actorcc only). JSON, PNG
 #               and the table in $OUT/torchbench/
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
@@ -391,8 +393,8 @@ phase_torchbench() {
   ensure_python_ext || return
   ensure_nccl_abi || true  # the "nccl on actorcc's library" variant (ACTORCC_NCCL_ABI_LIB); skipped without it
   mkdir -p "$OUT/torchbench"
-  step torchbench-w1 100 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
-    -n 2000 -r 5 --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
+  step torchbench-w1 120 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
+    -n 2000 -r 5 --trials 3 --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
   if [ "${TORCHBENCH_SHARED:-1}" = 1 ]; then  # TORCHBENCH_SHARED=0: world 1 only
     step torchbench-w2-shared 45 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
       --variants actorcc -n 300 -r 3 --variant-timeout 35 -o "$OUT/torchbench" --name world2-shared || FAILED=1

@@ -2,7 +2,7 @@
 # The sanitizer tier of CI (issue 21): one clang build (CUDA off) with ASan + UBSan and
 # libFuzzer instrumentation, then
 #   1. the C++ unit tests and the fault-injection suite under ASan + UBSan;
-#   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 30) on a copy of its
+#   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 15) on a copy of its
 #      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree;
 #   3. a second clang build with ThreadSanitizer (TSAN=0 skips it): the unit tests, the
 #      fault-injection suite and the bad-argument broadcast tests, every rank a TSan process.
@@ -11,14 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build/sanitize}
 TSAN_BUILD=${TSAN_BUILD:-build/tsan}
-SECONDS_EACH=${FUZZ_SECONDS:-30}
+SECONDS_EACH=${FUZZ_SECONDS:-15}
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq clang libclang-rt-dev >/dev/null
 fi
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# Both builds: -O1 (what the sanitizers' authors advise) and line tables only (-g1: reports keep
+# file:line), a quarter less compile time than -O2 -g, which CI's 30 minutes need.
+OPT="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 echo "== sanitizer build ($BUILD)"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$OPT" -DCMAKE_CXX_COMPILER=clang++ \
   -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=ON \
   -DCMAKE_CXX_FLAGS="$SAN -fsanitize=fuzzer-no-link" -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
 cmake --build "$BUILD" --target actorcc_unit_tests actorcc_fault_tests fuzz_wire fuzz_unique_id fuzz_peer_info
@@ -62,7 +65,7 @@ done
 # its group's test fails); TSan's exit code is 66.
 TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
 echo "== ThreadSanitizer build ($TSAN_BUILD)"
-cmake -S . -B "$TSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B "$TSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$OPT" -DCMAKE_CXX_COMPILER=clang++ \
   -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=OFF \
   -DCMAKE_CXX_FLAGS="$TSAN_FLAGS" -DCMAKE_EXE_LINKER_FLAGS="$TSAN_FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$TSAN_FLAGS" >/dev/null
 cmake --build "$TSAN_BUILD" --target actorcc_unit_tests actorcc_fault_tests actorcc_mp_tests

@@ -12,9 +12,12 @@ worker thread (calls run in the order they were issued) and returns a Work.
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import functools
+import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
@@ -38,6 +41,32 @@ def _torch_seen():
 
 
 T.on_torch_found.append(_torch_seen)
+
+# The communicators of this process that may still be open (for _abort_on_fatal_exception).
+_OPEN = weakref.WeakSet()
+
+
+def _abort_on_fatal_exception():
+    """At the exit of a script that an uncaught exception ended (Ctrl-C while it ran Python
+    code between calls, or a bug), the communicators still open abort naming it, as a `with`
+    block left on an exception does: the other ranks read why this rank left instead of a plain
+    "closed the communicator". Not for sys.exit() (no exception is recorded), not for an error the
+    group itself raised (the others know it, naming the rank at fault), and not in an interactive
+    session, where sys.last_value is any earlier error at the prompt."""
+    exc = getattr(sys, "last_value", None)
+    if exc is None or isinstance(exc, _GROUP_ERRORS) or hasattr(sys, "ps1") or sys.flags.interactive:
+        return
+    for c in list(_OPEN):
+        if c.closed or c.aborted:
+            continue
+        why = f"rank {c.rank}'s program ended on an uncaught {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+        try:
+            c.abort(why)
+        except Exception:  # noqa: BLE001 - the exit goes on; the others then see the close
+            pass
+
+
+atexit.register(_abort_on_fatal_exception)
 
 
 def _seconds(v, name):
@@ -204,6 +233,7 @@ class Communicator(CollectiveCalls):
         self._device = c.device
         self._executor = None  # CPU backend: created by the first async_op=True call
         self._lock = threading.Lock()
+        _OPEN.add(self)
 
     # ---- properties -------------------------------------------------------------------
     @property

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <thread>
@@ -15,9 +16,14 @@ namespace {
 
 int g_pipe[2] = {-1, -1};
 struct sigaction g_prev {};  // the handler the relay chains to (Python's)
+// SIGINTs seen by the relay: a wait compares it at its end with its start (a lock-free atomic,
+// so the relay may add to it).
+std::atomic<unsigned> g_signals{0};
+static_assert(std::atomic<unsigned>::is_always_lock_free);
 
 void relay(int sig, siginfo_t* info, void* uctx) {
   const int saved = errno;
+  g_signals.fetch_add(1, std::memory_order_relaxed);
   if (g_pipe[1] >= 0) {
     char b = 1;
     ssize_t ignored = ::write(g_pipe[1], &b, 1);  // async-signal-safe; a full pipe has a wake-up pending
@@ -84,14 +90,27 @@ Interruptible::Interruptible(std::function<void()> on_interrupt) : fn_(std::move
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);
   r.waiting.push_back(&fn_);
+  signals_ = g_signals.load(std::memory_order_relaxed);
   registered_ = true;
 }
 
 Interruptible::~Interruptible() {
   if (!registered_) return;
   Registry& r = registry();
-  std::lock_guard<std::mutex> g(r.mu);
-  std::erase(r.waiting, &fn_);
+  {
+    std::lock_guard<std::mutex> g(r.mu);
+    std::erase(r.waiting, &fn_);
+  }
+  // A SIGINT during the wait whose watcher had not run yet when the wait ended on its own (the
+  // call completed meanwhile): the interrupt still goes to the group now, so the others read
+  // "interrupted by SIGINT" whichever came first. A second run after the watcher's is harmless:
+  // an abort keeps its first cause.
+  if (g_signals.load(std::memory_order_relaxed) != signals_) {
+    try {
+      fn_();
+    } catch (...) {  // the KeyboardInterrupt still comes; the others then learn of the exit
+    }
+  }
 }
 
 }  // namespace actorcc::py

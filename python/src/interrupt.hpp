@@ -11,8 +11,9 @@
 
 namespace actorcc::py {
 
-// While alive (with the GIL released), a SIGINT runs `on_interrupt` on the watcher thread.
-// Nothing is installed where SIGINT is ignored or left to its default action.
+// While alive (with the GIL released), a SIGINT runs `on_interrupt` on the watcher thread, or
+// in the destructor where the wait ended before the watcher ran. Nothing is installed where
+// SIGINT is ignored or left to its default action.
 class Interruptible {
  public:
   explicit Interruptible(std::function<void()> on_interrupt);
@@ -23,6 +24,7 @@ class Interruptible {
  private:
   std::function<void()> fn_;
   bool registered_ = false;
+  unsigned signals_ = 0;  // the relay's count of SIGINTs when this wait began
 };
 
 // Runs `wait` without the GIL (it makes its Interruptible once it holds what the interrupt

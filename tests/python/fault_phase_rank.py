@@ -1,7 +1,8 @@
 """One rank of test_fault_phases.py, run as its own process so the test can signal it at a phase:
     fault_phase_rank.py UID RANK WORLD PHASE FAULT CULPRIT
 FAULT: "sigint" (the test sends SIGINT to CULPRIT), "fork" (CULPRIT forks from a helper thread
-at the phase; the child uses the inherited communicator, tears it down and exits), or "none"
+at the phase; the child uses the inherited communicator, tears it down and exits), "raise" /
+"exit" (CULPRIT's 10th iteration raises an uncaught ValueError / calls sys.exit(0)), or "none"
 (the test stops the process hosting the root). PHASE: before_join, during_join, blocked_call,
 large_call, between_calls (see test_fault_phases.py).
 
@@ -96,6 +97,14 @@ try:
     want = world * (world + 1) / 2
     vote = np.zeros(1, np.float32)
     calls = 0
+    if fault == "sigint" and phase == "large_call":
+        # Nothing runs in Python between the calls (no refill, no check: zeros sum to zeros), so
+        # the signal lands inside a call, not in Python code between two.
+        x.fill(0)
+        c.all_reduce(x)
+        stage("looping")
+        while True:
+            c.all_reduce(x)
     while True:
         x.fill(rank + 1)
         c.all_reduce(x)
@@ -107,6 +116,10 @@ try:
             stage("looping")
         if phase == "between_calls":
             time.sleep(0.02)
+        if me_culprit and calls == 10 and fault == "raise":
+            raise ValueError("a bug in rank 1's training step")
+        if me_culprit and calls == 10 and fault == "exit":
+            sys.exit(0)
         vote[0] = (fault == "fork" and calls >= 40) or (bool(done_file) and os.path.exists(done_file))
         c.all_reduce(vote)
         if vote[0] > 0:

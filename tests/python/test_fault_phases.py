@@ -1,6 +1,7 @@
 """The fault suite's Python faults, each at every phase it can reach (issue 32; docs/reliability.md,
 "Faults by phase"): Ctrl-C to a rank before, during and after it joins, in a call that waits for
-a peer, in a large call that moves data, and between calls; a fork() from a helper thread while
+a peer, in a large call that moves data, and between calls; a script that ends between calls on
+an uncaught exception or sys.exit(); a fork() from a helper thread while
 the rank waits in the join and inside a large call (after joining, between calls:
 test_reliability.py); and the process hosting the root stopped (SIGSTOP) while the group forms
 and while it runs calls. Each rank is its own process (fault_phase_rank.py) so the test signals
@@ -137,8 +138,35 @@ def test_sigint_at_each_phase(uid, procs, phase):
         secs = time.monotonic() - t0
         assert res.get("culprit") == culprit and "rank 1" in res.get("msg", ""), (r, res, procs[r].stderr()[-2000:])
         assert secs < bound, f"rank {r} learned after {secs:.1f} s: {res}"
-        if phase in ("during_join", "blocked_call", "large_call"):
+        if phase in ("during_join", "blocked_call"):
             assert "interrupted by SIGINT" in res["msg"], (r, res)
+        elif phase == "before_join":
+            assert "did not join" in res["msg"], (r, res)
+        else:  # in a call (the abort says so) or in Python code between two (the exit does)
+            assert "interrupted by SIGINT" in res["msg"] or "uncaught KeyboardInterrupt" in res["msg"], (r, res)
+
+
+@pytest.mark.parametrize("fault", ["raise", "exit"])
+def test_a_script_that_ends_between_calls(uid, procs, fault):
+    # Rank 1's script ends between calls: an uncaught exception (a bug) makes its communicator
+    # abort naming the exception, so the others read why it left; sys.exit() is a clean leave,
+    # told as such. Either way every other rank fails within 3 s naming rank 1.
+    world, culprit = 3, 1
+    for r in range(world):
+        procs.append(_rank(uid, r, world, "between_calls", fault, culprit, _env()))
+    rc = procs[culprit].wait(60)
+    t0 = time.monotonic()
+    err = procs[culprit].stderr()
+    assert (rc != 0 and "ValueError" in err) if fault == "raise" else rc == 0, (rc, err[-2000:])
+    for r in (0, 2):
+        res = procs[r].result(20)
+        assert time.monotonic() - t0 < 3.0, (r, res)
+        assert res.get("culprit") == culprit, (r, res)
+        if fault == "raise":
+            assert ("rank 1's program ended on an uncaught ValueError: a bug in rank 1's training step"
+                    in res["msg"]), (r, res)
+        else:
+            assert "rank 1 closed the communicator" in res["msg"], (r, res)
 
 
 @pytest.mark.parametrize("phase", ["during_join", "large_call"])

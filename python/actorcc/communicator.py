@@ -52,9 +52,12 @@ def _abort_on_fatal_exception():
     block left on an exception does: the other ranks read why this rank left instead of a plain
     "closed the communicator". Not for sys.exit() (no exception is recorded), not for an error the
     group itself raised (the others know it, naming the rank at fault), and not in an interactive
-    session, where sys.last_value is any earlier error at the prompt."""
+    session (a prompt, IPython, a Jupyter kernel), where sys.last_value is any earlier error a
+    cell or a line raised."""
     exc = getattr(sys, "last_value", None)
     if exc is None or isinstance(exc, _GROUP_ERRORS) or hasattr(sys, "ps1") or sys.flags.interactive:
+        return
+    if "IPython" in sys.modules:
         return
     for c in list(_OPEN):
         if c.closed or c.aborted:

@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/env.hpp"
+#include "common/fork_generation.hpp"
 #include "common/log.hpp"
 #include "backends/backend.hpp"
 #include "core/elastic.hpp"
@@ -143,8 +144,9 @@ struct Communicator::Impl {
   // data, or read the child's goodbye as the parent leaving). So the child may not use it,
   // and its teardown leaves everything to the parent (NCCL: comms are unusable after fork).
   const pid_t creator = ::getpid();
+  const uint32_t generation = fork_generation();  // what in_creator() compares, per call
 
-  bool in_creator() const noexcept { return ::getpid() == creator; }
+  bool in_creator() const noexcept { return fork_generation() == generation; }
   void check_process() const {
     if (in_creator()) return;
     throw UnsupportedError("this communicator was created by process " + std::to_string(creator) +

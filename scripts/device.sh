@@ -114,6 +114,9 @@
 #               exact results, grow back with a restarted process (tests/python/test_gpu_elastic.py);
 #               ELASTIC-GPU lines: kill -> first correct call, restarted process's rejoin (bar 1 s
 #               each); reuses the build phase's folder and builds only the extension
+#   closegraph  (<= 400 s) close() and process exit with live CUDA graphs that captured actorcc
+#               collectives, GPU groups across 2 virtual nodes (2 x 1 and 2 x 2 ranks sharing GPU 0,
+#               tests/python/closegraph_device.py): every rank must exit 0 in time, close() < 20 s
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -646,8 +649,6 @@ phase_reportshape() {
   nccl_verdict REPORTSHAPE $ok 3 "report-shape runs passed (actorcc at 2 and 4, NVIDIA at 2)"
 }
 
-[ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
-phases=("$@")
 # close() and exit with live CUDA graphs across virtual nodes (issue 32 item 1): 4 cases of at
 # most 90 s each; PASS when every rank of every case exits 0 in time with close() under 20 s.
 phase_closegraph() {
@@ -656,6 +657,8 @@ phase_closegraph() {
   grep -h "^CLOSEGRAPH" "$OUT/logs/closegraph.log" | tee -a "$SUMMARY"
 }
 
+[ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
+phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
 {
   echo "== device.sh ${phases[*]}: $NGPU GPU(s), budget ${BUDGET}s, $(date -u +%FT%TZ)"

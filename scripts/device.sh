@@ -73,12 +73,12 @@
 #               GPU 0, each graph replayed 1000 times with fresh inputs and checked
 #               (tests/python/test_torch_graphs.py); reuses the build phase's folder and builds
 #               only the extension
-#   torchbench  (<= 170 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
+#   torchbench  (<= 40 s a trial + 60 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
 #               events, CUDA graph) 4 KiB to 16 MiB, world 1 on GPU 0: "actorcc", "nccl", "nccl"
 #               with actorcc's libnccl.so.2 preloaded (where built) and the raw
-#               actorcc.Communicator call and each libnccl's own ncclAllReduce (ctypes), 3 trials
-#               in rotating order (the median and range);
-#               then world 2 sharing GPU 0 (actorcc only). JSON, PNG
+#               actorcc.Communicator call and each libnccl's own ncclAllReduce (ctypes),
+#               TORCHBENCH_TRIALS (3) trials in rotating order (the median and range);
+#               then world 2 sharing GPU 0 (actorcc only, few calls: time-sliced). JSON, PNG
 #               and the table in $OUT/torchbench/
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
@@ -102,6 +102,7 @@
 #               .whl/) built against the library in MPI mode: every *_perf binary, -c 1 -d all -o all,
 #               worlds 2, 3, 4 (one process per rank, NCCL_TESTS_DEVICE=0), #wrong must be 0 in
 #               every run; one binary at world 1 on NVIDIA's NCCL as the control; nccltests.txt. ~4 min
+#               (NCCLTESTS_WORLDS, NCCLTESTS_BINS: a subset, e.g. "4" and "sendrecv_perf")
 #   ncclclients a ctypes client with vLLM's PyNccl bindings (library by VLLM_NCCL_SO_PATH, CUDA graph)
 #               and CuPy's NcclCommunicator (preloaded), world 2 sharing GPU 0, exact results. ~40 s
 #   reportshape bench/nccl_report_shape.py: Ray-style one-GPU processes started 0.5-1 s apart,
@@ -109,11 +110,13 @@
 #               times; on actorcc's library (worlds 2 and 4, preloaded) and on NVIDIA's (world 2,
 #               NCCL_HOSTID per rank where the ranks share a GPU). ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
-#   elastic     (<= 75 s of tests) elastic membership on the CUDA backend, 3 and 4 ranks sharing
+#   elastic     (<= 220 s) elastic membership on the CUDA backend, 3 and 4 ranks sharing
 #               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
-#               exact results, grow back with a restarted process (tests/python/test_gpu_elastic.py);
+#               exact results, grow back with a restarted process (tests/python/test_gpu_elastic.py),
+#               then 20 such cycles at 4 ranks with the survivors' processes living through all;
 #               ELASTIC-GPU lines: kill -> first correct call, restarted process's rejoin (bar 1 s
-#               each); reuses the build phase's folder and builds only the extension
+#               each; the cycles' median and max); reuses the build phase's folder and builds only
+#               the extension
 #   closegraph  (<= 400 s) close() and process exit with live CUDA graphs that captured actorcc
 #               collectives, GPU groups across 2 virtual nodes (2 x 1 and 2 x 2 ranks sharing GPU 0,
 #               tests/python/closegraph_device.py): every rank must exit 0 in time, close() < 20 s
@@ -396,18 +399,20 @@ phase_torchbench() {
   ensure_python_ext || return
   ensure_nccl_abi || true  # the "nccl on actorcc's library" variant (ACTORCC_NCCL_ABI_LIB); skipped without it
   mkdir -p "$OUT/torchbench"
-  step torchbench-w1 120 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
-    -n 2000 -r 5 --trials 3 --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
+  step torchbench-w1 $((40 * ${TORCHBENCH_TRIALS:-3})) env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
+    -n 2000 -r 5 --trials "${TORCHBENCH_TRIALS:-3}" --variant-timeout 40 -o "$OUT/torchbench" --name world1 || FAILED=1
   if [ "${TORCHBENCH_SHARED:-1}" = 1 ]; then  # TORCHBENCH_SHARED=0: world 1 only
-    step torchbench-w2-shared 45 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
-      --variants actorcc -n 300 -r 3 --variant-timeout 35 -o "$OUT/torchbench" --name world2-shared || FAILED=1
+    # time-sliced (a call waits for the GPU to switch processes, ~2 ms): few calls, to show it runs
+    step torchbench-w2-shared 60 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \
+      --variants actorcc -n 30 -r 3 --graph-calls 10 --variant-timeout 50 -o "$OUT/torchbench" --name world2-shared ||
+      FAILED=1
   fi
   cat "$OUT"/logs/torchbench-w*.log | grep -v "^# wrote" | tee -a "$SUMMARY"
 }
 
 phase_elastic() {
   ensure_python_ext || return
-  step elastic 75 env PYTHONPATH="$PKG" python3 -m pytest -q -s -p no:cacheprovider tests/python/test_gpu_elastic.py ||
+  step elastic 220 env PYTHONPATH="$PKG" python3 -m pytest -q -s -p no:cacheprovider tests/python/test_gpu_elastic.py ||
     FAILED=1
   grep -h "^ELASTIC-GPU" "$OUT/logs/elastic.log" | tee -a "$SUMMARY"
   tail -3 "$OUT/logs/elastic.log"
@@ -593,6 +598,8 @@ phase_nccltests() {
       { tail -30 "$OUT/logs/nccltests-build.log"; FAILED=1; return; }
   fi
   bins=$(find "$nt" -maxdepth 1 -type f -perm -u+x -name '*_perf*' | sort)
+  # NCCLTESTS_BINS: only these binaries (names, e.g. "sendrecv_perf"), to re-run a part
+  [ -n "${NCCLTESTS_BINS:-}" ] && bins=$(for b in $NCCLTESTS_BINS; do echo "$nt/$b"; done)
   LD_LIBRARY_PATH=$home/lib:$mpi/lib ldd "$(echo "$bins" | head -1)" | grep nccl
   printf '%-22s %5s %4s %6s\n' binary world exit wrong >"$table"
   for w in ${NCCLTESTS_WORLDS:-2 3 4}; do

@@ -12,8 +12,9 @@
  *   nccl_abi_test stall                a rank that stops calling
  *   nccl_abi_test elastic              4 processes: planned shrink, a SIGKILLed rank and
  *                                      NCCL_SHRINK_ABORT, revoke, grow back with new processes
- * (`worker MODE RANK WORLD IDHEX` is what `procs`, `kill` and `elastic` start.) With NCCL_ABI_TEST_GPU=1
- * (CUDA builds, the device machine) procs, threads, abort and kill run on the CUDA backend.
+ * (`worker MODE RANK WORLD IDHEX` is what every mode but `api` and `threads` starts: one process
+ * per rank.) With NCCL_ABI_TEST_GPU=1 (CUDA builds, the device machine) they run on the CUDA
+ * backend, ranks sharing a GPU where one is lent (`threads` needs a GPU per rank).
  * Inputs are fresh each run (seeded from the unique id's random bytes), outputs are poisoned
  * before every call, and results are checked exactly (floats: against a float64 reference). */
 #define _GNU_SOURCE
@@ -110,15 +111,6 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Two ranks of a fresh group in this process, made from this thread inside one group. */
-static void init_pair(ncclComm_t comms[2]) {
-  ncclUniqueId id;
-  NCCLOK(ncclGetUniqueId(&id));
-  NCCLOK(ncclGroupStart());
-  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommInitRank(&comms[r], 2, id, r));
-  NCCLOK(ncclGroupEnd());
 }
 
 /* Polls ncclCommGetAsyncError until it leaves ncclSuccess, for at most `limit_s`. */
@@ -648,6 +640,78 @@ static int elastic_worker(int rank, int world, const ncclUniqueId* id) {
   return g_fail ? 1 : 0;
 }
 
+/* The abort, mismatch and stall cases run one process per rank (`launch`), so they run the same
+ * on the CPU backend and on one GPU that the ranks share (the CUDA backend refuses two ranks of
+ * one process on one GPU). */
+
+/* Rank 0 waits in an all-reduce that rank 1 never joins; another thread aborts rank 0. Rank 1
+ * hears of it: its error state names rank 0. */
+static int abort_worker(ncclComm_t comm, int rank) {
+  if (rank == 1) {
+    const ncclResult_t s = wait_async_error(comm, 10);
+    CHECK(s == ncclRemoteError, "rank 1's async error after rank 0's abort: %d", (int)s);
+    CHECK(strstr(ncclGetLastError(comm), "rank 0") != NULL, "rank 1's error does not name rank 0: %s",
+          ncclGetLastError(comm));
+    NCCLOK(ncclCommDestroy(comm));
+    return g_fail ? 1 : 0;
+  }
+  struct abort_arg a = {comm, ncclSuccess, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_call, &a);
+  usleep(300 * 1000);
+  const double t0 = now_s();
+  NCCLOK(ncclCommAbort(comm));
+  const double abort_took = now_s() - t0;
+  pthread_join(th, NULL);
+  CHECK(g_gpu || a.result != ncclSuccess, "the all-reduce that was aborted returned success");
+  CHECK(a.took < 5, "the aborted all-reduce took %.2f s (the abort did not end it; the timeout is 60 s)", a.took);
+  CHECK(abort_took < 5, "ncclCommAbort took %.2f s", abort_took);
+  fprintf(stderr, "abort: the waiting call returned %d after %.2f s\n", (int)a.result, a.took);
+  return g_fail ? 1 : 0;
+}
+
+/* Ranks that disagree on a call (what 0: the count, 1: the dtype): both calls fail, both comms'
+ * async errors say so, in bounded time. */
+static int mismatch_worker(ncclComm_t comm, int rank, int what) {
+  const char* name = what ? "dtype" : "count";
+  cudaStream_t st = xstream();
+  float* x = xalloc(64 * 4);
+  for (int i = 0; i < 64; ++i) x[i] = 1;
+  const size_t n = what == 0 ? 10 + rank : 10;
+  const ncclDataType_t t = what == 1 && rank == 1 ? ncclInt32 : ncclFloat32;
+  ncclResult_t r = ncclAllReduce(x, x + 32, n, t, ncclSum, comm, st);
+  if (r == ncclSuccess && !xwait(st)) r = ncclUnhandledCudaError;
+  const ncclResult_t async = wait_async_error(comm, 10);
+  CHECK(g_gpu || r != ncclSuccess, "%s mismatch: rank %d's call succeeded", name, rank);
+  CHECK(async != ncclSuccess, "%s mismatch: rank %d's async error stayed success", name, rank);
+  fprintf(stderr, "mismatch %s rank %d: %d/%d: %s\n", name, rank, (int)r, (int)async, ncclGetLastError(comm));
+  NCCLOK(ncclCommAbort(comm));
+  xstream_free(st);
+  return g_fail ? 1 : 0;
+}
+
+/* A rank that stops calling: rank 0's call fails at the timeout (2 s, set by mode "stall")
+ * naming rank 1; rank 1 hears that rank 0 gave up. */
+static int stall_worker(ncclComm_t comm, int rank) {
+  if (rank == 1) {
+    const ncclResult_t s = wait_async_error(comm, 15);
+    CHECK(s != ncclSuccess, "the stalled rank's async state stayed success");
+    NCCLOK(ncclCommAbort(comm));
+    return g_fail ? 1 : 0;
+  }
+  struct abort_arg a = {comm, ncclSuccess, 0};
+  blocked_call(&a);
+  const ncclResult_t s = wait_async_error(comm, 10);
+  CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
+  CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
+  CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);
+  CHECK(strstr(ncclGetLastError(comm), "rank 1") || strstr(ncclGetLastError(comm), "rank(s) 1"),
+        "the stall error does not name rank 1: %s", ncclGetLastError(comm));
+  fprintf(stderr, "stall: %.2f s: %s\n", a.took, ncclGetLastError(comm));
+  NCCLOK(ncclCommAbort(comm));
+  return g_fail ? 1 : 0;
+}
+
 static int worker(const char* mode, int rank, int world, const char* idhex) {
   ncclUniqueId id;
   unhex_id(idhex, &id);
@@ -685,6 +749,12 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     fprintf(stderr, "kill: rank 0 saw it after %.2f s: %s\n", now_s() - t0, text);
     NCCLOK(ncclCommAbort(comm));
     return g_fail ? 1 : 0;
+  }
+  if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0) {
+    NCCLOK(ncclCommInitRank(&comm, world, id, rank));
+    if (strcmp(mode, "abort") == 0) return abort_worker(comm, rank);
+    if (strcmp(mode, "stall") == 0) return stall_worker(comm, rank);
+    return mismatch_worker(comm, rank, strcmp(mode, "mismatch_dtype") == 0);
   }
   if (strcmp(mode, "elastic") == 0) return elastic_worker(rank, world, &id);
   if (strcmp(mode, "elastic_new") == 0) return elastic_newcomer(rank, world, &id);
@@ -848,93 +918,6 @@ static int mode_threads(int world) {
   NCCLOK(ncclCommInitAll(comms, world, g_gpu ? devs : NULL));
   run_threads(comms, world, seed ^ 0x5555);
   for (int r = 0; r < world; ++r) NCCLOK(ncclCommDestroy(comms[r]));
-  return g_fail ? 1 : 0;
-}
-
-static int mode_abort(void) {
-  ncclComm_t comms[2];
-  init_pair(comms);
-  /* Rank 0 waits in an all-reduce that rank 1 never joins; another thread aborts rank 0. */
-  struct abort_arg a = {comms[0], ncclSuccess, 0};
-  pthread_t th;
-  pthread_create(&th, NULL, blocked_call, &a);
-  usleep(300 * 1000);
-  const double t0 = now_s();
-  NCCLOK(ncclCommAbort(comms[0]));
-  const double abort_took = now_s() - t0;
-  pthread_join(th, NULL);
-  CHECK(g_gpu || a.result != ncclSuccess, "the all-reduce that was aborted returned success");
-  CHECK(a.took < 5, "the aborted all-reduce took %.2f s (the abort did not end it; the timeout is 60 s)", a.took);
-  CHECK(abort_took < 5, "ncclCommAbort took %.2f s", abort_took);
-  /* Rank 1 hears of it: its error state names rank 0. */
-  const ncclResult_t s = wait_async_error(comms[1], 10);
-  CHECK(s == ncclRemoteError, "rank 1's async error after rank 0's abort: %d", (int)s);
-  CHECK(strstr(ncclGetLastError(comms[1]), "rank 0") != NULL, "rank 1's error does not name rank 0: %s",
-        ncclGetLastError(comms[1]));
-  NCCLOK(ncclCommDestroy(comms[1]));
-  fprintf(stderr, "abort: the waiting call returned %d after %.2f s\n", (int)a.result, a.took);
-  return g_fail ? 1 : 0;
-}
-
-/* Ranks that disagree on a call (count, then dtype): both calls fail, both comms' async errors
- * say so, in bounded time. */
-struct mismatch_arg {
-  ncclComm_t comm;
-  int rank;
-  int what;
-  ncclResult_t result, async;
-};
-static void* mismatched_call(void* p) {
-  struct mismatch_arg* a = p;
-  cudaStream_t st = xstream();
-  float* x = xalloc(64 * 4);
-  for (int i = 0; i < 64; ++i) x[i] = 1;
-  const size_t n = a->what == 0 ? 10 + a->rank : 10;
-  const ncclDataType_t t = a->what == 1 && a->rank == 1 ? ncclInt32 : ncclFloat32;
-  a->result = ncclAllReduce(x, x + 32, n, t, ncclSum, a->comm, st);
-  if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
-  a->async = wait_async_error(a->comm, 10);
-  xstream_free(st);
-  return NULL;
-}
-static int mode_mismatch(void) {
-  for (int what = 0; what < 2; ++what) {
-    ncclComm_t comms[2];
-    init_pair(comms);
-    struct mismatch_arg a[2];
-    pthread_t th[2];
-    for (int r = 0; r < 2; ++r) {
-      a[r] = (struct mismatch_arg){comms[r], r, what, ncclSuccess, ncclSuccess};
-      pthread_create(&th[r], NULL, mismatched_call, &a[r]);
-    }
-    for (int r = 0; r < 2; ++r) pthread_join(th[r], NULL);
-    for (int r = 0; r < 2; ++r) {
-      CHECK(g_gpu || a[r].result != ncclSuccess, "%s mismatch: rank %d's call succeeded", what ? "dtype" : "count", r);
-      CHECK(a[r].async != ncclSuccess, "%s mismatch: rank %d's async error stayed success", what ? "dtype" : "count", r);
-      fprintf(stderr, "mismatch %s rank %d: %d/%d: %s\n", what ? "dtype" : "count", r, (int)a[r].result,
-              (int)a[r].async, ncclGetLastError(comms[r]));
-      NCCLOK(ncclCommAbort(comms[r]));
-    }
-  }
-  return g_fail ? 1 : 0;
-}
-
-/* A rank that stops calling: the other's call fails at the timeout (2 s here) naming it. */
-static int mode_stall(void) {
-  setenv("ACTORCC_TIMEOUT_S", "2", 1);
-  ncclComm_t comms[2];
-  init_pair(comms);
-  struct abort_arg a = {comms[0], ncclSuccess, 0};
-  blocked_call(&a);
-  const ncclResult_t s = wait_async_error(comms[0], 10);
-  CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
-  CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
-  CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);
-  CHECK(strstr(ncclGetLastError(comms[0]), "rank 1") || strstr(ncclGetLastError(comms[0]), "rank(s) 1"),
-        "the stall error does not name rank 1: %s",
-        ncclGetLastError(comms[0]));
-  fprintf(stderr, "stall: %.2f s: %s\n", a.took, ncclGetLastError(comms[0]));
-  for (int r = 0; r < 2; ++r) NCCLOK(ncclCommAbort(comms[r]));
   return g_fail ? 1 : 0;
 }
 
@@ -1136,9 +1119,12 @@ int main(int argc, char** argv) {
   if (strcmp(m, "api") == 0) rc = mode_api();
   else if (strcmp(m, "procs") == 0 && argc == 3) rc = launch("procs", atoi(argv[2]), 60, -1);
   else if (strcmp(m, "threads") == 0 && argc == 3) rc = mode_threads(atoi(argv[2]));
-  else if (strcmp(m, "abort") == 0) rc = mode_abort();
-  else if (strcmp(m, "mismatch") == 0) rc = mode_mismatch();
-  else if (strcmp(m, "stall") == 0) rc = mode_stall();
+  else if (strcmp(m, "abort") == 0) rc = launch("abort", 2, 40, -1);
+  else if (strcmp(m, "mismatch") == 0) rc = launch("mismatch_count", 2, 40, -1) | launch("mismatch_dtype", 2, 40, -1);
+  else if (strcmp(m, "stall") == 0) {
+    setenv("ACTORCC_TIMEOUT_S", "2", 1); /* the workers' call timeout */
+    rc = launch("stall", 2, 40, -1);
+  }
   else if (strcmp(m, "kill") == 0) rc = launch("kill", 2, 40, 1);
   else if (strcmp(m, "elastic") == 0) rc = launch("elastic", 4, 80, 2);
   else {

@@ -63,13 +63,39 @@ def newcomer(uid, rank, world, device, n):
     c.close()
 
 
-def _start_newcomer(uid, rank, world, device, n):
+def _die_in_next_call(stamp_dir):
+    """This rank's exit: SIGKILL once the others wait inside their next all_reduce, the time
+    written first (the survivors measure from it)."""
+    time.sleep(0.3)
+    with open(os.path.join(stamp_dir, "killed"), "w") as f:
+        f.write(repr(time.monotonic()))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def cycle_newcomer(uid, rank, world, device, n, stamp_dir, last):
+    """A restarted process of `kill_rejoin_cycles`: grows in as `rank` (the slot of the dead
+    one), prints its rejoin time, then is the next cycle's victim unless this is the last cycle."""
+    if device != "cpu":
+        import torch
+        torch.cuda.set_device(0)
+        torch.zeros(1, device="cuda")
+    ready = time.monotonic()
+    c = _open(uid, rank, world, device)
+    _check(c, device, n, list(range(world)))
+    print("REJOIN", time.monotonic() - ready, flush=True)
+    if not last:
+        _die_in_next_call(stamp_dir)
+    c.host_barrier()
+    c.close()
+
+
+def _start_newcomer(uid, rank, world, device, n, *extra):
     # A process of its own (the rank functions run in daemonic processes, which multiprocessing
     # does not let have children), as Ray would restart the actor.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
                                                        os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-m", "elastic_workers", str(uid), str(rank), str(world), device, str(n)],
-                            env=env, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "elastic_workers", str(uid), str(rank), str(world), device, str(n),
+                             *map(str, extra)], env=env, stdout=subprocess.PIPE, text=True)
 
 
 def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
@@ -119,5 +145,54 @@ def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
     return {"detect": detect, "kill_to_first_ok": first_ok - killed, "rejoin": rejoin}
 
 
+def kill_rejoin_cycles(rank, world, uid, device, stamp_dir, cycles, n=4099):
+    """`cycles` times over: the last rank is SIGKILLed while the others' all_reduce waits for it
+    (on the GPU: their kernel is already waiting), the survivors shrink and check, and a restarted
+    process grows back into the last rank, which the next cycle kills again. The survivors'
+    processes live through every cycle. Returns, per cycle, the time from the kill to the
+    survivors' first correct call and (rank 0) the restarted process's rejoin time."""
+    victim = world - 1
+    c = _open(uid, rank, world, device)
+    _check(c, device, n, list(range(world)))
+    if rank == victim:
+        _die_in_next_call(stamp_dir)
+    survivors = list(range(victim))
+    kills, rejoins, children = [], [], []
+    for cycle in range(cycles):
+        x = _tensor(device, n, rank)
+        try:
+            c.all_reduce(x)
+            c.synchronize()
+            raise AssertionError(f"rank {rank}: cycle {cycle}: the call completed without rank {victim}")
+        except actorcc.Error as e:
+            assert e.culprit == victim, (rank, cycle, e.culprit, str(e))
+        s = c.shrink([victim], join_timeout=10)
+        _check(s, device, n, survivors)
+        first_ok = time.monotonic()
+        c.close()
+        with open(os.path.join(stamp_dir, "killed")) as f:
+            kills.append(first_ok - float(f.read()))
+        uid2 = s.grow_id() if s.rank == 0 else None
+        if uid2 is not None:
+            children.append(_start_newcomer(uid2, victim, world, device, n, stamp_dir, int(cycle == cycles - 1)))
+        c = s.grow(world, uid2, rank=rank, join_timeout=60)
+        s.close()
+        _check(c, device, n, list(range(world)))
+        if uid2 is not None:
+            line = children[-1].stdout.readline()
+            assert line.startswith("REJOIN"), line
+            rejoins.append(float(line.split()[1]))
+    c.host_barrier()
+    c.close()
+    for child in children:  # every one but the last was SIGKILLed; reaped, so none stays a zombie
+        assert child.wait(timeout=30) in (0, -signal.SIGKILL)
+    assert children == [] or children[-1].returncode == 0
+    return {"kill_to_first_ok": kills, "rejoin": rejoins}
+
+
 if __name__ == "__main__":
-    newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    if len(sys.argv) > 6:
+        cycle_newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
+                       sys.argv[7] == "1")
+    else:
+        newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))

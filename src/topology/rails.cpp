@@ -1,6 +1,7 @@
 #include "topology/rails.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "actorcc/error.hpp"
 #include "topology/topology.hpp"
@@ -268,8 +269,10 @@ HierPlan plan_hier(Collective coll, size_t count, size_t elem_bytes, const NodeL
       return {"hier_barrier",
               {node(StepOp::Barrier, Part::Whole), rail(StepOp::Barrier, Part::Whole, 0, 0),
                node(StepOp::Barrier, Part::Whole)}};
+    default:  // point-to-point and all-to-all take their own routes, not a hierarchical plan
+      break;
   }
-  throw InvalidArgument("plan_hier: unknown collective");
+  throw InvalidArgument("plan_hier: no hierarchical plan for " + std::string(to_string(coll)));
 }
 
 }  // namespace actorcc::topology

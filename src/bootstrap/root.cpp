@@ -20,12 +20,7 @@ namespace actorcc::bootstrap {
 using root_detail::same_token;
 
 RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_world)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->listener = std::move(listener);
-  impl_->token = token;
-  impl_->expected_world = expected_world;
-  impl_->where = net::local_address(impl_->listener.get()).to_string();
-  impl_->gate = net::StrangerGate("actorcc root " + impl_->where);
+    : impl_(std::make_unique<Impl>(std::move(listener), token, expected_world)) {
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw SystemError(std::string("pipe2(): ") + std::strerror(errno));
   impl_->wake_r.reset(p[0]);

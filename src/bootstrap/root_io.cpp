@@ -143,13 +143,13 @@ void RootServer::Impl::read_from(Conn& c) {
 void RootServer::Impl::on_timers() {
   log_losses(false);
   auto now = Clock::now();
+  // One pass: a connection marked broken here lingers (close_by is in the future), so the
+  // order of the two checks does not matter.
   for (Conn& c : conns) {
     if (c.state == Conn::State::Open && c.rank < 0 && now >= c.hello_by) mark_broken(c, "sent no HELLO within 5 s");
+    else if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
   }
   if (dispute_until && now >= *dispute_until) settle_world(true);
-  for (Conn& c : conns) {
-    if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
-  }
   if (world > 0 && !welcomed && !failure && now >= next_join_note) note_missing_joiners(now);
   if (join_deadline && !welcomed && !failure && now >= *join_deadline) {
     std::vector<int> missing;

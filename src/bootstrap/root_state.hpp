@@ -100,6 +100,13 @@ struct Conn {
 
 struct RootServer::Impl {
   using Conn = root_detail::Conn;
+  Impl(net::Fd l, const wire::Token& t, int expected)
+      : listener(std::move(l)),
+        token(t),
+        expected_world(expected),
+        where(net::local_address(listener.get()).to_string()),
+        gate("actorcc root " + where) {}
+
   net::Fd listener;
   net::Fd wake_r, wake_w;  // self-pipe: stop() wakes poll()
   wire::Token token;
@@ -107,7 +114,7 @@ struct RootServer::Impl {
   std::string where;  // listener address, for log lines
   std::atomic<bool> stop{false};
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
-  net::StrangerGate gate{"actorcc root"};  // the cap, the EMFILE back-off, the log limit
+  net::StrangerGate gate;  // the cap, the EMFILE back-off, the log limit
   Clock::time_point next_join_note{};  // when to say again which ranks have not joined
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn

@@ -45,13 +45,18 @@ std::string route_source_ip(const net::SockAddr& toward) {
   return net::local_address(s.get()).ip();
 }
 
-Listener::Listener(const std::string& ip) {
+namespace {
+net::Fd listen_at(const std::string& ip) {
   auto a = net::resolve(ip, 0);
   if (!a) throw InvalidArgument("TCP transport: cannot resolve listen address " + ip);
-  fd_ = net::listen_on(*a);
-  addr_ = net::local_address(fd_.get());
-  gate_ = net::StrangerGate("actorcc TCP transport listener " + addr_.to_string());
+  return net::listen_on(*a);
 }
+}  // namespace
+
+Listener::Listener(const std::string& ip)
+    : fd_(listen_at(ip)),
+      addr_(net::local_address(fd_.get())),
+      gate_("actorcc TCP transport listener " + addr_.to_string()) {}
 
 std::map<int, net::Fd> Listener::accept(const wire::Token& token, int self, int world, const std::set<int>& from,
                                         Deadline deadline, const AbortSignal* abort) {

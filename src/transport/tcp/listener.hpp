@@ -34,7 +34,7 @@ class Listener {
  private:
   net::Fd fd_;
   net::SockAddr addr_;
-  net::StrangerGate gate_{"actorcc TCP transport listener"};
+  net::StrangerGate gate_;
 };
 
 }  // namespace actorcc::tcp

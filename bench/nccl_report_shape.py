@@ -9,7 +9,9 @@ with actorcc's library turned on and once without,
     python bench/nccl_report_shape.py --world 2 [--hostid-per-rank]   # NVIDIA's NCCL
 
 (--hostid-per-rank gives every rank its own NCCL_HOSTID: NVIDIA's NCCL refuses ranks sharing a
-GPU otherwise). Prints per rank the library serving its calls, the start-up figures (process
+GPU otherwise). `--backend actorcc` runs the same on torch's "actorcc" backend and
+`--backend actorcc-api` on actorcc.Communicator itself, the baselines for the library's
+start-up and first call. Prints per rank the library serving its calls, the start-up figures (process
 start to init_process_group's return, and the first 4 KB all_reduce, which is where torch creates
 the communicator: an early rank's includes waiting for the later ones), the time per size, and
 one line `REPORTSHAPE PASS|FAIL world=W ...` with the group's first call counted from the last
@@ -34,16 +36,28 @@ def rank_main(args):
     import torch
     import torch.distributed as dist
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    cpu = args.backend == "gloo"  # CI's check of this script on the CPU
+    # gloo: CI's check of this script on the CPU; the actorcc modes run on CPU tensors too where
+    # no GPU is usable (CI)
+    cpu = args.backend == "gloo" or (args.backend.startswith("actorcc") and not torch.cuda.is_available())
     dev = "cpu" if cpu else "cuda"
-    sync = (lambda: None) if cpu else torch.cuda.synchronize
     if not cpu:
         torch.cuda.set_device(0)  # the one GPU this process sees
+    if args.backend.startswith("actorcc"):
+        import actorcc
+        import actorcc.torch  # noqa: F401  (registers the "actorcc" backend)
     t_import = time.time()
-    dist.init_process_group(args.backend)
+    if args.backend == "actorcc-api":  # actorcc's own Communicator, the id from the launcher
+        comm = actorcc.Communicator(os.environ["REPORT_ACTORCC_ID"], rank, world,
+                                    **({"backend": "cpu"} if cpu else {"device": 0}))
+        all_reduce, barrier, finish = comm.all_reduce, comm.host_barrier, comm.close
+        sync = (lambda: None) if cpu else comm.synchronize
+    else:
+        dist.init_process_group(args.backend)
+        all_reduce, barrier, finish = dist.all_reduce, dist.barrier, dist.destroy_process_group
+        sync = (lambda: None) if cpu else torch.cuda.synchronize
     t_init = time.time()
     small = torch.full((1024,), float(rank + 1), device=dev)
-    dist.all_reduce(small)
+    all_reduce(small)
     sync()
     t_first = time.time()
     want = world * (world + 1) / 2
@@ -52,13 +66,13 @@ def rank_main(args):
     for size in SIZES[: args.max_index + 1]:
         n = size // 4
         t = torch.full((n,), float(rank + 1), device=dev)
-        dist.all_reduce(t)  # warm-up and check
+        all_reduce(t)  # warm-up and check
         sync()
         wrong += int((t != want).sum())
         iters = 20 if size <= (1 << 20) else 3
         t0 = time.perf_counter()
         for _ in range(iters):
-            dist.all_reduce(t)
+            all_reduce(t)
         sync()
         us = (time.perf_counter() - t0) / iters * 1e6
         # after iters more sums every element is want * world**iters: check it exactly where
@@ -70,16 +84,19 @@ def rank_main(args):
             wrong += int((~torch.isfinite(t)).sum())
         rows.append({"bytes": size, "time_us": us})
         del t
-    dist.barrier()
-    version = torch.cuda.nccl.version() if not cpu else "none (gloo)"
-    lib = serving_library() if not cpu else None
+    barrier()
+    if args.backend.startswith("actorcc"):
+        version, lib = "none (actorcc " + actorcc.__version__ + ")", None
+    else:
+        version = torch.cuda.nccl.version() if not cpu else "none (gloo)"
+        lib = serving_library() if not cpu else None
     out = {"rank": rank, "world": world, "startup_s": t_init - t_start, "import_s": t_import - t_start,
            "init_s": t_init - t_import, "first_call_s": t_first - t_init, "wrong": wrong, "sizes": rows,
            "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else str(version),
            "library": lib, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
            "init_done": t_init, "first_done": t_first}
     print("RANKRESULT " + json.dumps(out), flush=True)
-    dist.destroy_process_group()
+    finish()
     return 0 if wrong == 0 else 1
 
 
@@ -124,7 +141,9 @@ def main():
     p.add_argument("--hostid-per-rank", action="store_true", help="NCCL_HOSTID per rank (NVIDIA's NCCL, shared GPU)")
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--json", help="write the ranks' results here")
-    p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"), help="gloo: CPU tensors (checks the script)")
+    p.add_argument("--backend", default="nccl", choices=("nccl", "gloo", "actorcc", "actorcc-api"),
+                   help="gloo: CPU tensors (checks the script); actorcc: torch's \"actorcc\" backend; actorcc-api: "
+                        "actorcc.Communicator itself (the id made here, its root in this process)")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -133,6 +152,9 @@ def main():
     if args.rank_main:
         return rank_main(args)
     ngpu, port = gpu_count(), free_port()
+    if args.backend == "actorcc-api":
+        import actorcc
+        os.environ["REPORT_ACTORCC_ID"] = str(actorcc.UniqueId.create("127.0.0.1"))
     procs = []
     t_launch = time.time()
     for r in range(args.world):
@@ -162,7 +184,7 @@ def main():
         results += got
     for res in sorted(results, key=lambda x: x["rank"]):
         print(f"rank {res['rank']} GPU {res['cuda_visible_devices']}: NCCL {res['nccl_version']} ({res['library']}); "
-              f"start-up {res['startup_s']:.2f} s (import {res['import_s']:.2f}, init_process_group {res['init_s']:.2f}), "
+              f"start-up {res['startup_s']:.2f} s (import {res['import_s']:.2f}, init {res['init_s']:.2f}), "
               f"first 4 KB all_reduce {res['first_call_s'] * 1e3:.1f} ms, wrong {res['wrong']}")
         print("    " + "  ".join(f"{s['bytes'] >> 10} KB: {s['time_us']:.0f} us" for s in res["sizes"]))
     wrong = sum(r["wrong"] for r in results)

@@ -107,8 +107,9 @@
 #               and CuPy's NcclCommunicator (preloaded), world 2 sharing GPU 0, exact results. ~40 s
 #   reportshape bench/nccl_report_shape.py: Ray-style one-GPU processes started 0.5-1 s apart,
 #               init_process_group("nccl"), all_reduce 4 KB - 1 GiB checked, start-up and first-call
-#               times; on actorcc's library (worlds 2 and 4, preloaded) and on NVIDIA's (world 2,
-#               NCCL_HOSTID per rank where the ranks share a GPU). ~2 min
+#               times; on actorcc's library (worlds 2 and 4, preloaded), on NVIDIA's (world 2,
+#               NCCL_HOSTID per rank where the ranks share a GPU) and on actorcc.Communicator (worlds
+#               2 and 4: the baseline; builds the extension). ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
 #   elastic     (<= 220 s) elastic membership on the CUDA backend, 3 and 4 ranks sharing
 #               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
@@ -653,7 +654,15 @@ phase_reportshape() {
   step reportshape-nvidia-2 150 python3 bench/nccl_report_shape.py --world 2 --hostid-per-rank --timeout 140 \
     --json "$OUT/reportshape-nvidia-2.json" && ok=$((ok + 1))
   grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-nvidia-2.log"
-  nccl_verdict REPORTSHAPE $ok 3 "report-shape runs passed (actorcc at 2 and 4, NVIDIA at 2)"
+  # the baseline of the library's start-up and first call: actorcc's own API, the same script
+  if ensure_python_ext; then
+    for w in 2 4; do
+      step "reportshape-api-$w" 100 env PYTHONPATH="$PKG" python3 bench/nccl_report_shape.py --backend actorcc-api \
+        --world "$w" --timeout 90 --json "$OUT/reportshape-api-$w.json" && ok=$((ok + 1))
+      grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-api-$w.log"
+    done
+  fi
+  nccl_verdict REPORTSHAPE $ok 5 "report-shape runs passed (the library at 2 and 4, NVIDIA at 2, actorcc's API at 2 and 4)"
 }
 
 # close() and exit with live CUDA graphs across virtual nodes (issue 32 item 1): 4 cases of at

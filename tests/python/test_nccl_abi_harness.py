@@ -30,12 +30,14 @@ def test_harness_catches_a_wrong_result(tmp_path):
     assert p.returncode == 1 and "FAIL" in p.stdout and "all_reduce torch.float32 sum n=7" in p.stdout, p.stdout
 
 
-def test_report_shape_script_on_gloo(tmp_path):
+@pytest.mark.parametrize("backend", ["gloo", "actorcc-api"])
+def test_report_shape_script_on_cpu(backend, tmp_path):
     # bench/nccl_report_shape.py, the device's report-shape run, with CPU tensors: staggered
-    # processes, every size checked, one verdict line and the JSON
+    # processes, every size checked, one verdict line and the JSON (actorcc-api: the baseline,
+    # actorcc.Communicator with the id made by the launcher)
     script = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "nccl_report_shape.py")
     out = tmp_path / "shape.json"
-    p = subprocess.run([sys.executable, script, "--backend", "gloo", "--world", "2", "--max-bytes", "1M",
+    p = subprocess.run([sys.executable, script, "--backend", backend, "--world", "2", "--max-bytes", "1M",
                         "--stagger", "0.1", "0.3", "--timeout", "150", "--json", str(out)],
                        capture_output=True, text=True, timeout=200)
     assert p.returncode == 0 and "REPORTSHAPE PASS world=2 wrong=0" in p.stdout, p.stdout + p.stderr

@@ -6,7 +6,7 @@
 # the examples), in a fresh clone of this checkout the README's main command on the CPU backend
 # (scripts/bench.sh with a short size range, so that a new user's first command cannot break
 # unnoticed), then the sanitizer tier (scripts/fuzz.sh: ASan + UBSan over the C++ unit and fault
-# tests, and each libFuzzer target for FUZZ_SECONDS, default 15).
+# tests, and each libFuzzer target for FUZZ_SECONDS, default 10).
 # Its last line, whatever happened, is the count of what ran: `N passed, N failed` (and
 # `, N skipped` where tests were skipped), summed from ctest's, pytest's and the sanitizer
 # tier's own counts (each fuzz target and the fresh-clone check count as one; a step that fails

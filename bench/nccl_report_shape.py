@@ -108,12 +108,13 @@ def serving_library():
     class DlInfo(ctypes.Structure):
         _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
                     ("saddr", ctypes.c_void_p)]
+    scope = ctypes.CDLL(None)
     try:
-        addr = ctypes.cast(ctypes.CDLL(None).ncclAllReduce, ctypes.c_void_p)
+        addr = ctypes.cast(scope.ncclAllReduce, ctypes.c_void_p)
     except AttributeError:  # not in the global scope (torch loaded NCCL privately)
         return next((line.split()[-1] for line in open("/proc/self/maps") if "libnccl" in line), None)
     info = DlInfo()
-    dladdr = ctypes.CDLL(None).dladdr
+    dladdr = scope.dladdr
     dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
     return os.path.realpath(info.fname.decode()) if dladdr(addr, ctypes.byref(info)) and info.fname else None
 

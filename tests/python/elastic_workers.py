@@ -37,30 +37,22 @@ def _check(comm, device, n, ranks_by_new_rank):
     assert bad.size == 0, f"rank {comm.rank}: {bad.size} wrong elements, first at {bad[:3]}"
 
 
-def _open(uid, rank, world, device):
-    if device == "cpu":
-        return actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20)
-    import torch
-    torch.cuda.set_device(0)
-    torch.zeros(1, device="cuda")  # the CUDA context, before the clock starts
-    return actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20)
-
-
-def newcomer(uid, rank, world, device, n):
-    """The restarted process (`python -m elastic_workers UID RANK WORLD DEVICE N`): ready to call
-    (imports and CUDA context done), then its first correct collective in the grown group; prints
-    the seconds between the two."""
+def _cuda_ready(device):
+    """The CUDA context, made before any clock starts."""
     if device != "cpu":
         import torch
         torch.cuda.set_device(0)
         torch.zeros(1, device="cuda")
-    ready = time.monotonic()
-    c = (actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20) if device == "cpu"
-         else actorcc.Communicator(uid, rank, world, device=0, timeout=20, join_timeout=20))
-    _check(c, device, n, list(range(world)))
-    print("REJOIN", time.monotonic() - ready, flush=True)
-    c.host_barrier()
-    c.close()
+
+
+def _communicator(uid, rank, world, device):
+    kind = {"backend": "cpu"} if device == "cpu" else {"device": 0}
+    return actorcc.Communicator(uid, rank, world, timeout=20, join_timeout=20, **kind)
+
+
+def _open(uid, rank, world, device):
+    _cuda_ready(device)
+    return _communicator(uid, rank, world, device)
 
 
 def _die_in_next_call(stamp_dir):
@@ -72,18 +64,17 @@ def _die_in_next_call(stamp_dir):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def cycle_newcomer(uid, rank, world, device, n, stamp_dir, last):
-    """A restarted process of `kill_rejoin_cycles`: grows in as `rank` (the slot of the dead
-    one), prints its rejoin time, then is the next cycle's victim unless this is the last cycle."""
-    if device != "cpu":
-        import torch
-        torch.cuda.set_device(0)
-        torch.zeros(1, device="cuda")
+def newcomer(uid, rank, world, device, n, stamp_dir=None, last=True):
+    """The restarted process (`python -m elastic_workers UID RANK WORLD DEVICE N [STAMP_DIR LAST]`):
+    ready to call (imports and CUDA context done), then its first correct collective in the grown
+    group; prints the seconds between the two. With STAMP_DIR (kill_rejoin_cycles) it is the next
+    cycle's victim unless LAST is 1."""
+    _cuda_ready(device)
     ready = time.monotonic()
-    c = _open(uid, rank, world, device)
+    c = _communicator(uid, rank, world, device)
     _check(c, device, n, list(range(world)))
     print("REJOIN", time.monotonic() - ready, flush=True)
-    if not last:
+    if stamp_dir is not None and not last:
         _die_in_next_call(stamp_dir)
     c.host_barrier()
     c.close()
@@ -104,10 +95,7 @@ def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
     c = _open(uid, rank, world, device)
     _check(c, device, n, list(range(world)))
     if rank == victim:
-        time.sleep(0.3)  # the others are inside their next all_reduce by now
-        with open(os.path.join(stamp_dir, "killed"), "w") as f:
-            f.write(repr(time.monotonic()))
-        os.kill(os.getpid(), signal.SIGKILL)
+        _die_in_next_call(stamp_dir)
     x = _tensor(device, n, rank)
     t0 = time.monotonic()
     try:
@@ -191,8 +179,5 @@ def kill_rejoin_cycles(rank, world, uid, device, stamp_dir, cycles, n=4099):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 6:
-        cycle_newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
-                       sys.argv[7] == "1")
-    else:
-        newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    stamp_dir, last = (sys.argv[6], sys.argv[7] == "1") if len(sys.argv) > 6 else (None, True)
+    newcomer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), stamp_dir, last)

@@ -33,6 +33,17 @@ it):
             apart from torch's (ctypes adds about 1 us alike to both libraries)
 The results are checked (every rank's input is rank + 1, the sum world * (world + 1) / 2).
 
+Pairs: with several trials, every pair of variants that both ran (actorcc and nccl-actorcc
+against nccl, actorcc against gloo) is also compared trial by trial: in the rotation the two run
+minutes apart at most, so the ratio of their figures in one trial cancels the machine's slower
+drift (other tenants, clocks) that the trials' medians keep. Each pair gets the median ratio,
+its range, and how many trials had it at or below 1 (sync and async_op).
+
+Pinning (--cpus, default auto): each rank's process is bound to CPUs of its own, the same for
+every variant, before torch is imported, so its threads do not migrate between cores from one
+trial to the next; auto gives rank r the 2 CPUs after the first 2 of the machine's where there
+are enough (none otherwise, as on a 2-core machine).
+
 Output: a table like nccl-tests' per world, JSON (schema actorcc-torch-bench/1) and a PNG plot
 in the folder of -o.
 """
@@ -88,6 +99,8 @@ def calls_for(nbytes, args):
 
 
 def rank_main(args):
+    if args.cpu_set:
+        os.sched_setaffinity(0, {int(c) for c in args.cpu_set.split(",")})
     import torch
     import torch.distributed as dist
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -281,6 +294,9 @@ def run_variant(variant, world, args, ngpu):
         e = dict(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
         cmd = [sys.executable, os.path.abspath(__file__), "--rank-of", variant, "--port", str(port),
                "--out", os.path.join(tmp, f"r{r}.json")] + args.forward
+        cpus = cpus_of_rank(args.cpus, r, world)
+        if cpus:
+            cmd += ["--cpu-set", ",".join(map(str, cpus))]
         procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     deadline = time.monotonic() + args.variant_timeout
     logs = []
@@ -318,6 +334,58 @@ def run_variant(variant, world, args, ngpu):
     return rows, (f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
 
 
+def cpus_of_rank(spec, rank, world):
+    """The CPUs rank `rank` is bound to: `none`; `auto` (2 CPUs each after the first 2 of the
+    driver's, none where the machine has too few); or a list such as 2,3 (every rank on it)."""
+    if spec == "none":
+        return []
+    if spec != "auto":
+        return [int(c) for c in spec.split(",")]
+    have = sorted(os.sched_getaffinity(0))
+    if len(have) < 2 + 2 * world:
+        return []
+    return have[2 + 2 * rank: 4 + 2 * rank]
+
+
+PAIRS = (("nccl-actorcc", "nccl"), ("actorcc", "nccl"), ("actorcc", "gloo"))
+
+
+def paired(by_variant, trial_of, world):
+    """Trial-by-trial ratios of each pair of variants that both ran (see "Pairs" above); a
+    trial one of the two failed in is left out."""
+    out = []
+    for a, b in PAIRS:
+        both = sorted(set(trial_of.get(a, [])) & set(trial_of.get(b, [])))
+        if len(both) < 2:
+            continue
+        ta = [by_variant[a][trial_of[a].index(t)] for t in both]
+        tb = [by_variant[b][trial_of[b].index(t)] for t in both]
+        for i, row in enumerate(ta[0]):
+            entry = {"variant": a, "against": b, "world": world, "bytes": row["bytes"], "trials": len(both)}
+            for m in ("sync", "async"):
+                ratios = [ra[i][m + "_us"] / rb[i][m + "_us"] for ra, rb in zip(ta, tb)
+                          if m + "_us" in ra[i] and m + "_us" in rb[i]]
+                if ratios:
+                    entry[m] = {"median": statistics.median(ratios), "range": [min(ratios), max(ratios)],
+                                "at_or_below_1": sum(r <= 1 for r in ratios), "ratios": ratios}
+            out.append(entry)
+    return out
+
+
+def print_pairs(pairs, out):
+    if not pairs:
+        return
+    print("# trial-by-trial ratios (variant / against): median [range], trials at or below 1", file=out)
+    for p in pairs:
+        cells = []
+        for m in ("sync", "async"):
+            if m in p:
+                c = p[m]
+                cells.append(f"{m} {c['median']:.3f} [{c['range'][0]:.2f}-{c['range'][1]:.2f}] "
+                             f"{c['at_or_below_1']}/{len(c['ratios'])}")
+        print(f"  {p['variant']:>12} / {p['against']:<5} {fmt_bytes(p['bytes']):>9}  " + "   ".join(cells), file=out)
+
+
 def merge_trials(trials):
     """One row per size from the trials' rows: each figure the median over the trials, and
     with several trials its (min, max) beside it."""
@@ -331,6 +399,7 @@ def merge_trials(trials):
             merged[m + "_us"] = statistics.median(vals)
             if len(trials) > 1:
                 merged[m + "_range_us"] = [min(vals), max(vals)]
+                merged[m + "_trials_us"] = vals
         if len(trials) > 1:
             merged["trials"] = len(trials)
         out.append(merged)
@@ -390,10 +459,12 @@ def main():
     p.add_argument("--variant-timeout", type=float, default=300, help="cap per variant and world (s)")
     p.add_argument("--trials", type=int, default=1,
                    help="runs of every variant per world, in rotating order; figures are the median")
+    p.add_argument("--cpus", default="auto", help="auto, none, or a CPU list every rank is bound to (see Pinning)")
     p.add_argument("-o", "--out", default="", help="result folder (JSON + PNG)")
     p.add_argument("--name", default="torch_bench", help="file name stem in the folder")
     p.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--cpu-set", default="", help=argparse.SUPPRESS)
     args, _ = p.parse_known_args()
     if args.device is None:
         import torch
@@ -421,6 +492,7 @@ def main():
             "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
             "gpus": ngpu, "torch": torch.__version__, "python": platform.python_version(),
             "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters, "trials": args.trials,
+            "cpus": {str(w): [cpus_of_rank(args.cpus, r, w) for r in range(w)] for w in worlds},
             "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}
     try:
         import actorcc
@@ -432,7 +504,7 @@ def main():
     print(f"# torch {meta['torch']}, {meta['device']}, {ngpu} GPU(s); variants {','.join(variants)}; "
           f"worlds {','.join(map(str, worlds))}")
     for w in worlds:
-        by_variant = {}
+        by_variant, trial_of = {}, {}
         for t in range(args.trials):
             # Trial t starts the rotation at variant t: drift of the machine (clocks, other
             # tenants) falls on every variant alike instead of on whichever runs last.
@@ -445,11 +517,15 @@ def main():
                     failed |= note.startswith(("FAILED", "WRONG"))
                 if rows:
                     by_variant.setdefault(v, []).append(rows)
+                    trial_of.setdefault(v, []).append(t)
                     print(f"# {v} world {w} trial {t}: {time.monotonic() - t0:.0f} s")
         rows_w = [row for v in variants if v in by_variant for row in merge_trials(by_variant[v])]
         result["rows"] += rows_w
+        pairs_w = paired(by_variant, trial_of, w)
+        result.setdefault("pairs", []).extend(pairs_w)
         if rows_w:
             print_table(rows_w, w, sys.stdout)
+            print_pairs(pairs_w, sys.stdout)
         sys.stdout.flush()
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -1,6 +1,6 @@
 """bench/torch_bench.py on CPU tensors (actorcc against gloo, 2 processes, two sizes, two trials in
-rotating order): it runs, checks its results, and writes its JSON (the trials' median and range)
-and plot. Skipped where torch is not installed."""
+rotating order): it runs, checks its results, and writes its JSON (the trials' median, range and
+values, and the trial-by-trial ratios of actorcc to gloo) and plot. Skipped where torch is not installed."""
 import json
 import os
 import subprocess
@@ -31,6 +31,16 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
         for m in ("sync", "async"):
             lo, hi = r[m + "_range_us"]
             assert lo <= r[m + "_us"] <= hi, r
+            assert len(r[m + "_trials_us"]) == 2 and lo == min(r[m + "_trials_us"]), r
+    us = {(r["variant"], r["bytes"]): r for r in doc["rows"]}
+    assert {(p["variant"], p["against"], p["bytes"]) for p in doc["pairs"]} == {
+        ("actorcc", "gloo", b) for b in (4096, 65536)}, doc["pairs"]
+    for p in doc["pairs"]:
+        for m in ("sync", "async"):
+            mine, theirs = us[("actorcc", p["bytes"])], us[("gloo", p["bytes"])]
+            want = [a / b for a, b in zip(mine[m + "_trials_us"], theirs[m + "_trials_us"])]
+            assert p[m]["ratios"] == pytest.approx(want), p
+            assert p[m]["at_or_below_1"] == sum(x <= 1 for x in want), p
     try:
         import matplotlib  # noqa: F401  draws the plot; the JSON is written without it
     except ImportError:

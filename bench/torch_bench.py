@@ -39,10 +39,19 @@ minutes apart at most, so the ratio of their figures in one trial cancels the ma
 drift (other tenants, clocks) that the trials' medians keep. Each pair gets the median ratio,
 its range, and how many trials had it at or below 1 (sync and async_op).
 
+Interleaved (--interleave): instead of fresh processes per trial, every variant's ranks start
+once and take turns: round k of each mode at each size runs on one variant, then on the next
+(the order rotating with k), the others idle meanwhile. Each figure is then the median of the -r
+rounds, the pairs are compared round by round (rounds of two variants run within a second of
+each other), and the graphs are timed once at the end. This is what resolves differences of a
+few percent on a machine whose speed drifts between minutes (a shared host); the trials mode
+shows the spread between processes.
+
 Pinning (--cpus, default auto): each rank's process is bound to CPUs of its own, the same for
 every variant, before torch is imported, so its threads do not migrate between cores from one
 trial to the next; auto gives rank r the 2 CPUs after the first 2 of the machine's where there
-are enough (none otherwise, as on a 2-core machine).
+are enough (none otherwise, as on a 2-core machine). Interleaved, rank r of every variant has the
+same CPUs (they take turns).
 
 Output: a table like nccl-tests' per world, JSON (schema actorcc-torch-bench/1) and a PNG plot
 in the folder of -o.
@@ -53,6 +62,7 @@ import argparse
 import datetime
 import json
 import os
+import select
 import platform
 import socket
 import statistics
@@ -98,27 +108,83 @@ def calls_for(nbytes, args):
     return max(args.min_iters, min(args.iters, int(args.bytes_per_round // max(nbytes, 1))))
 
 
-def rank_main(args):
-    if args.cpu_set:
-        os.sched_setaffinity(0, {int(c) for c in args.cpu_set.split(",")})
-    import torch
-    import torch.distributed as dist
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    cuda = args.device == "cuda"
-    backend = {"actorcc": "actorcc", "gloo": "gloo", "nccl": "nccl", "nccl-actorcc": "nccl"}[args.variant]
-    if backend == "actorcc":
-        import actorcc.torch  # noqa: F401  registers the backend
-    if cuda:
-        torch.cuda.set_device(rank % torch.cuda.device_count())
-    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=args.timeout))
-    pg = dist.distributed_c10d._get_default_group()
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    rows, wrong = [], 0
-    want_sum = world * (world + 1) / 2
+class RankBench:
+    """One rank of one variant: its group, a tensor per size (each checked once on a known
+    input), and one timed round of a mode at a size on demand."""
 
-    def one_round(fn, n):
+    def __init__(self, args):
+        if args.cpu_set:
+            os.sched_setaffinity(0, {int(c) for c in args.cpu_set.split(",")})
+        import torch
+        import torch.distributed as dist
+        self.torch, self.dist, self.args = torch, dist, args
+        self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.cuda = args.device == "cuda"
+        self.backend = {"actorcc": "actorcc", "gloo": "gloo", "nccl": "nccl", "nccl-actorcc": "nccl"}[args.variant]
+        if self.backend == "actorcc":
+            import actorcc.torch  # noqa: F401  registers the backend
+        if self.cuda:
+            torch.cuda.set_device(self.rank % torch.cuda.device_count())
+        self.dev = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        dist.init_process_group(self.backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=self.rank,
+                                world_size=self.world, timeout=datetime.timedelta(seconds=args.timeout))
+        self.pg = dist.distributed_c10d._get_default_group()
+        self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
+        self.modes = ["sync", "async"] + (["event"] if self.cuda else []) + (
+            ["raw"] if self.backend == "actorcc" else ["lib"] if self.backend == "nccl" else [])
+        self.wrong, self.tensors, self.calls, self.errors = 0, [], {}, {}
+        want_sum = self.world * (self.world + 1) / 2
+        for nbytes in args.sizes:
+            x = torch.empty(nbytes // 4, dtype=torch.float32, device=self.dev)
+            x.fill_(self.rank + 1)  # correctness first: one call on a known input
+            dist.all_reduce(x)
+            self.sync()
+            if not bool((x == want_sum).all()):
+                self.wrong += 1
+            x.fill_(1.0 / (1 << 20))  # repeated sums stay finite and exact enough
+            self.tensors.append(x)
+            n = calls_for(nbytes, args)
+            calls = {"sync": lambda x=x: dist.all_reduce(x)}
+            if self.backend == "actorcc":
+                calls["raw"] = (lambda c, x: lambda: c.all_reduce(x))(self.pg._comm(x), x)
+            if self.backend == "nccl":
+                try:
+                    calls["lib"] = nccl_lib_call(torch, self.pg, x)
+                except Exception as e:  # noqa: BLE001 - a diagnostic; reported, never fatal
+                    self.errors[(nbytes, "lib")] = f"{type(e).__name__}: {e}"
+            for fn in calls.values():  # warm-up
+                fn()
+            self.sync()
+            self.calls[nbytes] = (n, calls)
+
+    def round(self, mode, nbytes):
+        """Seconds per call of one round: n calls of `mode` at `nbytes`, then a sync, / n (None
+        where the mode does not apply to this variant)."""
+        n, calls = self.calls[nbytes]
+        if mode not in self.modes or (mode in ("lib", "raw") and mode not in calls):
+            return None
+        dist, sync = self.dist, self.sync
+        if mode == "async":
+            dist.barrier()
+            t0 = time.perf_counter()
+            works = [dist.all_reduce(self.tensors[self.args.sizes.index(nbytes)], async_op=True) for _ in range(n)]
+            for w in works:
+                w.wait()
+            sync()
+            return (time.perf_counter() - t0) / n
+        if mode == "event":
+            fn = calls["sync"]
+            dist.barrier()
+            s, e = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(n):
+                fn()
+            e.record()
+            self.torch.cuda.synchronize()
+            return s.elapsed_time(e) / 1e3 / n
+        if mode not in calls:
+            return None
+        fn = calls[mode]
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(n):
@@ -126,67 +192,67 @@ def rank_main(args):
         sync()
         return (time.perf_counter() - t0) / n
 
-    def timed(fn, n):
-        """Seconds per call: the median over rounds of (n calls of fn, then sync) / n."""
-        fn()
-        sync()
-        return statistics.median(one_round(fn, n) for _ in range(args.rounds))
+    def rows(self, figures):
+        """The result rows: `figures(mode, nbytes)` gives each mode's figure (or None)."""
+        out = []
+        for nbytes in self.args.sizes:
+            row = {"bytes": nbytes, "iters": self.calls[nbytes][0]}
+            for m in self.modes:
+                v = figures(m, nbytes)
+                if v is not None:
+                    row[m] = v
+            if (nbytes, "lib") in self.errors:
+                row["lib_error"] = self.errors[(nbytes, "lib")]
+            out.append(row)
+        return out
 
-    for nbytes in args.sizes:
-        n = calls_for(nbytes, args)
-        x = torch.empty(nbytes // 4, dtype=torch.float32, device=dev)
-        row = {"bytes": nbytes, "iters": n}
-
-        # correctness first: one call on a known input
-        x.fill_(rank + 1)
-        dist.all_reduce(x)
-        sync()
-        if not bool((x == want_sum).all()):
-            wrong += 1
-        x.fill_(1.0 / (1 << 20))  # repeated sums stay finite and exact enough
-
-        row["sync"] = timed(lambda: dist.all_reduce(x), n)
-
-        def async_round(k=n):
-            works = [dist.all_reduce(x, async_op=True) for _ in range(k)]
-            for w in works:
-                w.wait()
-        row["async"] = timed(lambda: async_round(), 1) / n if n > 1 else timed(lambda: async_round(1), 1)
-
-        if cuda:
-            starts, ends = [], []
-            for _ in range(args.rounds):
-                dist.barrier()
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                for _ in range(n):
-                    dist.all_reduce(x)
-                e.record()
-                starts.append(s)
-                ends.append(e)
-            torch.cuda.synchronize()
-            row["event"] = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3 / n
-        if backend == "actorcc":
-            comm = pg._comm(x)
-            row["raw"] = timed(lambda: comm.all_reduce(x), n)
-        if backend == "nccl":
-            try:
-                row["lib"] = timed(nccl_lib_call(torch, pg, x), n)
-            except Exception as e:  # noqa: BLE001 - a diagnostic; reported, never fatal
-                row["lib_error"] = f"{type(e).__name__}: {e}"
-        rows.append(row)
-    # Graphs last: a capture leaves state behind in torch and in the library (private memory
-    # pools, a stream's capture history), which must not weigh on the eager figures.
-    if cuda:
+    def graphs(self, rows):
+        """Graphs last: a capture leaves state behind in torch and in the library (private
+        memory pools, a stream's capture history), which must not weigh on the eager figures."""
+        if not self.cuda:
+            return
         for row in rows:
-            x = torch.zeros(row["bytes"] // 4, dtype=torch.float32, device=dev)
-            row["graph"] = graph_time(torch, dist, x, row["iters"], args, rank, world)
+            x = self.torch.zeros(row["bytes"] // 4, dtype=self.torch.float32, device=self.dev)
+            row["graph"] = graph_time(self.torch, self.dist, x, row["iters"], self.args, self.rank, self.world)
             if row["graph"] is None:
                 row.pop("graph")
                 row["graph_error"] = graph_time.last_error
-    dist.barrier()
-    dist.destroy_process_group()
-    return {"rank": rank, "rows": rows, "wrong": wrong}
+
+    def close(self):
+        self.dist.barrier()
+        self.dist.destroy_process_group()
+
+
+def rank_main(args):
+    """A rank on its own: every size and mode, the median of -r rounds each."""
+    rb = RankBench(args)
+
+    def figure(mode, nbytes):
+        got = [rb.round(mode, nbytes) for _ in range(args.rounds)]
+        return None if None in got else statistics.median(got)
+    rows = rb.rows(figure)
+    rb.graphs(rows)
+    rb.close()
+    return {"rank": rb.rank, "rows": rows, "wrong": rb.wrong}
+
+
+def rank_serve(args):
+    """A rank in the interleaved mode: ready once its group is up and its sizes are checked,
+    then one round per command read from stdin ("round MODE BYTES", answered with the seconds
+    per call or "-"), until "finish" (graphs, then the rows as JSON) or end of input."""
+    rb = RankBench(args)
+    print(f"@@ready {json.dumps({'wrong': rb.wrong, 'modes': rb.modes})}", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[:1] == ["round"]:
+            v = rb.round(cmd[1], int(cmd[2]))
+            print(f"@@round {'-' if v is None else repr(v)}", flush=True)
+        elif cmd[:1] == ["finish"]:
+            rows = rb.rows(lambda m, b: None)
+            rb.graphs(rows)
+            rb.close()
+            print(f"@@rows {json.dumps(rows)}", flush=True)
+            return
 
 
 def nccl_lib_call(torch, pg, x):
@@ -275,8 +341,9 @@ def nccl_abi_lib():
     return None, f"no actorcc libnccl.so.2 (python -m actorcc.nccl --path: {why}; ACTORCC_NCCL_ABI_LIB unset)"
 
 
-def run_variant(variant, world, args, ngpu):
-    """Starts `world` ranks of one variant; returns (merged rows, note)."""
+def start_ranks(variant, world, args, ngpu, extra):
+    """Starts `world` ranks of one variant (their output piped); returns (procs, None), or
+    (None, why) where the variant cannot run here."""
     env = dict(os.environ)
     if args.device == "cuda" and world > ngpu:
         if variant != "actorcc":
@@ -288,16 +355,42 @@ def run_variant(variant, world, args, ngpu):
             return None, f"skipped: {why}"
         env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     port = free_port()
-    tmp = tempfile.mkdtemp(prefix="torch_bench_")
     procs = []
     for r in range(world):
         e = dict(env, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r))
-        cmd = [sys.executable, os.path.abspath(__file__), "--rank-of", variant, "--port", str(port),
-               "--out", os.path.join(tmp, f"r{r}.json")] + args.forward
+        cmd = [sys.executable, os.path.abspath(__file__), "--rank-of", variant, "--port", str(port)] + args.forward
         cpus = cpus_of_rank(args.cpus, r, world)
         if cpus:
             cmd += ["--cpu-set", ",".join(map(str, cpus))]
-        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(subprocess.Popen(cmd + extra(r), env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT))
+    return procs, None
+
+
+def merge_ranks(variant, world, per_rank_rows):
+    """One row per size from every rank's rows: each figure the slowest rank's, in us."""
+    rows = []
+    for i, row in enumerate(per_rank_rows[0]):
+        merged = {"variant": variant, "world": world, "bytes": row["bytes"], "iters": row["iters"]}
+        for m in MODES:
+            vals = [pr[i][m] for pr in per_rank_rows if m in pr[i]]
+            if vals:
+                merged[m + "_us"] = max(vals) * 1e6  # the slowest rank sets the pace
+        for key in ("graph_error", "lib_error"):
+            err = [pr[i][key] for pr in per_rank_rows if key in pr[i]]
+            if err:
+                merged[key] = err[0]
+        rows.append(merged)
+    return rows
+
+
+def run_variant(variant, world, args, ngpu):
+    """One trial: `world` fresh ranks of one variant measure everything; returns (merged rows,
+    note)."""
+    tmp = tempfile.mkdtemp(prefix="torch_bench_")
+    procs, why = start_ranks(variant, world, args, ngpu, lambda r: ["--out", os.path.join(tmp, f"r{r}.json")])
+    if procs is None:
+        return None, why
     deadline = time.monotonic() + args.variant_timeout
     logs = []
     for p in procs:
@@ -307,9 +400,9 @@ def run_variant(variant, world, args, ngpu):
             for q in procs:
                 q.kill()
             out, _ = p.communicate()
-            logs.append(out)
-            return None, f"FAILED: timed out after {args.variant_timeout} s; rank output: {out[-600:]}"
-        logs.append(out)
+            logs.append(out.decode(errors="replace"))
+            return None, f"FAILED: timed out after {args.variant_timeout} s; rank output: {logs[-1][-600:]}"
+        logs.append(out.decode(errors="replace"))
     bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
     if bad:
         r = bad[0][0]
@@ -318,20 +411,95 @@ def run_variant(variant, world, args, ngpu):
     for r in range(world):
         with open(os.path.join(tmp, f"r{r}.json")) as f:
             per_rank.append(json.load(f))
-    rows = []
-    for i, row in enumerate(per_rank[0]["rows"]):
-        merged = {"variant": variant, "world": world, "bytes": row["bytes"], "iters": row["iters"]}
-        for m in MODES:
-            vals = [pr["rows"][i][m] for pr in per_rank if m in pr["rows"][i]]
-            if vals:
-                merged[m + "_us"] = max(vals) * 1e6  # the slowest rank sets the pace
-        for key in ("graph_error", "lib_error"):
-            err = [pr["rows"][i][key] for pr in per_rank if key in pr["rows"][i]]
-            if err:
-                merged[key] = err[0]
-        rows.append(merged)
     wrong = sum(pr["wrong"] for pr in per_rank)
-    return rows, (f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
+    return (merge_ranks(variant, world, [pr["rows"] for pr in per_rank]),
+            f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
+
+
+class Served:
+    """A rank process of the interleaved mode: commands on its stdin, "@@TAG ..." answers on
+    its stdout among whatever else it prints (kept for the error message)."""
+
+    def __init__(self, proc):
+        self.proc, self.buf, self.log = proc, b"", []
+
+    def send(self, line):
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+
+    def expect(self, tag, deadline):
+        """The rest of the next line starting with @@TAG; raises with the rank's output on
+        exit or when the deadline passes."""
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith("@@" + tag):
+                    return text[len(tag) + 2:].strip()
+                self.log.append(text)
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError(f"no answer in time; output: {' | '.join(self.log[-8:])[-600:]}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"exited {self.proc.wait()}; output: {' | '.join(self.log[-12:])[-1200:]}")
+            self.buf += chunk
+
+
+def run_interleaved(variants, world, args, ngpu):
+    """Every variant's ranks alive at once, taking turns: round k of a mode and size runs on
+    each variant in turn (the order rotating with k), the others idle meanwhile. Returns
+    ({variant: [rows of round 0, rows of round 1, ...]}, {variant: graph rows}, notes)."""
+    groups, notes = {}, []
+    for v in variants:
+        procs, why = start_ranks(v, world, args, ngpu, lambda r: ["--serve"])
+        if procs is None:
+            notes.append(f"{v} world {world}: {why}")
+        else:
+            groups[v] = [Served(p) for p in procs]
+    samples, graphs = {v: [] for v in groups}, {}
+    try:
+        deadline = time.monotonic() + args.variant_timeout
+        for v, ranks in list(groups.items()):
+            ready = [json.loads(r.expect("ready", deadline)) for r in ranks]
+            wrong = sum(x["wrong"] for x in ready)
+            if wrong:
+                notes.append(f"{v} world {world}: WRONG RESULTS on {wrong} rank x size checks")
+        modes = [m for m in MODES if m != "graph"]
+        for k in range(args.rounds):
+            order = list(groups)[k % len(groups):] + list(groups)[:k % len(groups)]
+            got = {v: {} for v in groups}
+            for nbytes in args.sizes:
+                for m in modes:
+                    for v in order:
+                        deadline = time.monotonic() + args.variant_timeout
+                        for r in groups[v]:
+                            r.send(f"round {m} {nbytes}")
+                        vals = [r.expect("round", deadline) for r in groups[v]]
+                        if "-" not in vals:
+                            got[v][(nbytes, m)] = max(float(x) for x in vals)
+            for v in groups:
+                samples[v].append([dict({"bytes": b, "iters": calls_for(b, args)},
+                                        **{m: got[v][(b, m)] for m in modes if (b, m) in got[v]})
+                                   for b in args.sizes])
+        for v, ranks in groups.items():
+            deadline = time.monotonic() + args.variant_timeout
+            for r in ranks:
+                r.send("finish")
+            graphs[v] = [json.loads(r.expect("rows", deadline)) for r in ranks]
+    except RuntimeError as e:
+        notes.append(f"FAILED: world {world}: {e}")
+    finally:
+        for ranks in groups.values():
+            for r in ranks:
+                try:
+                    r.proc.stdin.close()
+                    r.proc.wait(timeout=30)
+                except Exception:  # noqa: BLE001 - a rank that will not stop is killed
+                    r.proc.kill()
+    return ({v: [merge_ranks(v, world, [rows]) for rows in rounds] for v, rounds in samples.items()},
+            {v: merge_ranks(v, world, rows) for v, rows in graphs.items()}, notes)
 
 
 def cpus_of_rank(spec, rank, world):
@@ -350,7 +518,7 @@ def cpus_of_rank(spec, rank, world):
 PAIRS = (("nccl-actorcc", "nccl"), ("actorcc", "nccl"), ("actorcc", "gloo"))
 
 
-def paired(by_variant, trial_of, world):
+def paired(by_variant, trial_of, world, label="trials"):
     """Trial-by-trial ratios of each pair of variants that both ran (see "Pairs" above); a
     trial one of the two failed in is left out."""
     out = []
@@ -361,7 +529,7 @@ def paired(by_variant, trial_of, world):
         ta = [by_variant[a][trial_of[a].index(t)] for t in both]
         tb = [by_variant[b][trial_of[b].index(t)] for t in both]
         for i, row in enumerate(ta[0]):
-            entry = {"variant": a, "against": b, "world": world, "bytes": row["bytes"], "trials": len(both)}
+            entry = {"variant": a, "against": b, "world": world, "bytes": row["bytes"], label: len(both)}
             for m in ("sync", "async"):
                 ratios = [ra[i][m + "_us"] / rb[i][m + "_us"] for ra, rb in zip(ta, tb)
                           if m + "_us" in ra[i] and m + "_us" in rb[i]]
@@ -372,10 +540,11 @@ def paired(by_variant, trial_of, world):
     return out
 
 
-def print_pairs(pairs, out):
+def print_pairs(pairs, out, label="trials"):
     if not pairs:
         return
-    print("# trial-by-trial ratios (variant / against): median [range], trials at or below 1", file=out)
+    print(f"# ratios {label[:-1]} by {label[:-1]} (variant / against): median [range], {label} at or below 1",
+          file=out)
     for p in pairs:
         cells = []
         for m in ("sync", "async"):
@@ -386,9 +555,9 @@ def print_pairs(pairs, out):
         print(f"  {p['variant']:>12} / {p['against']:<5} {fmt_bytes(p['bytes']):>9}  " + "   ".join(cells), file=out)
 
 
-def merge_trials(trials):
-    """One row per size from the trials' rows: each figure the median over the trials, and
-    with several trials its (min, max) beside it."""
+def merge_trials(trials, label="trials"):
+    """One row per size from the trials' rows (or the interleaved mode's rounds: `label`):
+    each figure the median over them, and with several their (min, max) and values beside it."""
     out = []
     for i, row in enumerate(trials[0]):
         merged = dict(row)
@@ -399,9 +568,9 @@ def merge_trials(trials):
             merged[m + "_us"] = statistics.median(vals)
             if len(trials) > 1:
                 merged[m + "_range_us"] = [min(vals), max(vals)]
-                merged[m + "_trials_us"] = vals
+                merged[m + f"_{label}_us"] = vals
         if len(trials) > 1:
-            merged["trials"] = len(trials)
+            merged[label] = len(trials)
         out.append(merged)
     return out
 
@@ -459,12 +628,15 @@ def main():
     p.add_argument("--variant-timeout", type=float, default=300, help="cap per variant and world (s)")
     p.add_argument("--trials", type=int, default=1,
                    help="runs of every variant per world, in rotating order; figures are the median")
+    p.add_argument("--interleave", action="store_true",
+                   help="every variant's ranks at once, taking turns round by round (see Interleaved)")
     p.add_argument("--cpus", default="auto", help="auto, none, or a CPU list every rank is bound to (see Pinning)")
     p.add_argument("-o", "--out", default="", help="result folder (JSON + PNG)")
     p.add_argument("--name", default="torch_bench", help="file name stem in the folder")
     p.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--cpu-set", default="", help=argparse.SUPPRESS)
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args, _ = p.parse_known_args()
     if args.device is None:
         import torch
@@ -472,6 +644,9 @@ def main():
     args.sizes = sizes_of(args)
     if args.rank_of:
         args.variant = args.rank_of
+        if args.serve:
+            rank_serve(args)
+            return 0
         res = rank_main(args)
         with open(args.out, "w") as f:
             json.dump(res, f)
@@ -491,7 +666,7 @@ def main():
             "host": socket.gethostname(),
             "device": device if args.device == "cuda" else f"CPU ({os.cpu_count()} cores)",
             "gpus": ngpu, "torch": torch.__version__, "python": platform.python_version(),
-            "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters, "trials": args.trials,
+            "dtype": "float32", "op": "sum", "rounds": args.rounds, "iters": args.iters, "trials": args.trials, "interleaved": args.interleave,
             "cpus": {str(w): [cpus_of_rank(args.cpus, r, w) for r in range(w)] for w in worlds},
             "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])}
     try:
@@ -503,29 +678,47 @@ def main():
     failed = False
     print(f"# torch {meta['torch']}, {meta['device']}, {ngpu} GPU(s); variants {','.join(variants)}; "
           f"worlds {','.join(map(str, worlds))}")
+    label = "rounds" if args.interleave else "trials"
     for w in worlds:
-        by_variant, trial_of = {}, {}
-        for t in range(args.trials):
-            # Trial t starts the rotation at variant t: drift of the machine (clocks, other
-            # tenants) falls on every variant alike instead of on whichever runs last.
-            for v in variants[t % len(variants):] + variants[:t % len(variants)]:
-                t0 = time.monotonic()
-                rows, note = run_variant(v, w, args, ngpu)
-                if note:
-                    result["notes"].append(f"{v} world {w} trial {t}: {note}")
-                    print(f"# {v} world {w} trial {t}: {note}")
-                    failed |= note.startswith(("FAILED", "WRONG"))
-                if rows:
-                    by_variant.setdefault(v, []).append(rows)
-                    trial_of.setdefault(v, []).append(t)
-                    print(f"# {v} world {w} trial {t}: {time.monotonic() - t0:.0f} s")
-        rows_w = [row for v in variants if v in by_variant for row in merge_trials(by_variant[v])]
+        if args.interleave:
+            t0 = time.monotonic()
+            by_variant, graph_rows, notes = run_interleaved(variants, w, args, ngpu)
+            for note in notes:
+                result["notes"].append(note)
+                print(f"# {note}")
+                failed |= "FAILED" in note or "WRONG" in note
+            print(f"# world {w}, {len(by_variant)} variant(s) interleaved, {args.rounds} rounds: "
+                  f"{time.monotonic() - t0:.0f} s")
+            trial_of = {v: list(range(len(rounds))) for v, rounds in by_variant.items()}
+        else:
+            by_variant, trial_of, graph_rows = {}, {}, {}
+            for t in range(args.trials):
+                # Trial t starts the rotation at variant t: drift of the machine (clocks, other
+                # tenants) falls on every variant alike instead of on whichever runs last.
+                for v in variants[t % len(variants):] + variants[:t % len(variants)]:
+                    t0 = time.monotonic()
+                    rows, note = run_variant(v, w, args, ngpu)
+                    if note:
+                        result["notes"].append(f"{v} world {w} trial {t}: {note}")
+                        print(f"# {v} world {w} trial {t}: {note}")
+                        failed |= note.startswith(("FAILED", "WRONG"))
+                    if rows:
+                        by_variant.setdefault(v, []).append(rows)
+                        trial_of.setdefault(v, []).append(t)
+                        print(f"# {v} world {w} trial {t}: {time.monotonic() - t0:.0f} s")
+        rows_w = []
+        for v in variants:
+            if by_variant.get(v):
+                merged = merge_trials(by_variant[v], label)
+                for row, g in zip(merged, graph_rows.get(v, [])):  # interleaved: graphs once, at the end
+                    row.update({k: g[k] for k in ("graph_us", "graph_error") if k in g})
+                rows_w += merged
         result["rows"] += rows_w
-        pairs_w = paired(by_variant, trial_of, w)
+        pairs_w = paired(by_variant, trial_of, w, label)
         result.setdefault("pairs", []).extend(pairs_w)
         if rows_w:
             print_table(rows_w, w, sys.stdout)
-            print_pairs(pairs_w, sys.stdout)
+            print_pairs(pairs_w, sys.stdout, label)
         sys.stdout.flush()
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -73,15 +73,18 @@
 #               GPU 0, each graph replayed 1000 times with fresh inputs and checked
 #               (tests/python/test_torch_graphs.py); reuses the build phase's folder and builds
 #               only the extension
-#   torchbench  (<= 14 s a variant's trial + 80 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
+#   torchbench  (<= 1 s a variant's round + 120 s) bench/torch_bench.py: dist.all_reduce per call (sync, async_op, CUDA
 #               events, CUDA graph) 4 KiB to 16 MiB, world 1 on GPU 0: "actorcc", "nccl", "nccl"
 #               with actorcc's libnccl.so.2 preloaded (where built) and the raw
 #               actorcc.Communicator call and each libnccl's own ncclAllReduce (ctypes),
-#               TORCHBENCH_TRIALS (3) trials in rotating order (the median and range, and
-#               each pair's trial-by-trial ratios), TORCHBENCH_VARIANTS (all three),
-#               TORCHBENCH_CPUS (auto: each rank bound to CPUs of its own; none), TORCHBENCH_TAG
-#               (the JSON's name: world1-TAG); then world 2 sharing GPU 0 (actorcc only, few
-#               calls: time-sliced; TORCHBENCH_SHARED=0 leaves it out). JSON, PNG and the table
+#               every variant's process alive at once, taking turns round by round
+#               (TORCHBENCH_ROUNDS, 40: each figure the median of the rounds, each pair's
+#               ratios round by round), or TORCHBENCH_TRIALS=K fresh processes per trial in
+#               rotating order (the spread between processes); TORCHBENCH_VARIANTS (all
+#               three), TORCHBENCH_CPUS (auto: each rank bound to CPUs of its own; none),
+#               TORCHBENCH_TAG (the JSON's name: world1-TAG); then world 2 sharing GPU 0
+#               (actorcc only, few calls: time-sliced; TORCHBENCH_SHARED=0 leaves it out).
+#               JSON, PNG and the table
 #               in $OUT/torchbench/
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
@@ -403,12 +406,18 @@ phase_torchbench() {
   ensure_python_ext || return
   ensure_nccl_abi || true  # the "nccl on actorcc's library" variant (ACTORCC_NCCL_ABI_LIB); skipped without it
   mkdir -p "$OUT/torchbench"
-  local trials=${TORCHBENCH_TRIALS:-3} variants=${TORCHBENCH_VARIANTS:-actorcc,nccl,nccl-actorcc}
-  local nv
+  local variants=${TORCHBENCH_VARIANTS:-actorcc,nccl,nccl-actorcc} nv how cap
   nv=$(echo "$variants" | tr ',' '\n' | grep -c .)
-  step "torchbench-w1${TORCHBENCH_TAG:+-$TORCHBENCH_TAG}" $((14 * nv * trials + 20)) env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 1 \
-    --variants "$variants" --cpus "${TORCHBENCH_CPUS:-auto}" -n 2000 -r 5 --trials "$trials" --variant-timeout 40 \
-    -o "$OUT/torchbench" --name "world1${TORCHBENCH_TAG:+-$TORCHBENCH_TAG}" || FAILED=1
+  if [ -n "${TORCHBENCH_TRIALS:-}" ]; then  # fresh processes per trial: the spread between processes
+    how=(--trials "$TORCHBENCH_TRIALS" -r 5)
+    cap=$((14 * nv * TORCHBENCH_TRIALS + 20))
+  else  # interleaved rounds: the precise comparison
+    how=(--interleave -r "${TORCHBENCH_ROUNDS:-40}")
+    cap=$((nv * ${TORCHBENCH_ROUNDS:-40} * 3 / 2 + 60))
+  fi
+  step "torchbench-w1${TORCHBENCH_TAG:+-$TORCHBENCH_TAG}" "$cap" env PYTHONPATH="$PKG" python3 bench/torch_bench.py \
+    --device cuda --worlds 1 --variants "$variants" --cpus "${TORCHBENCH_CPUS:-auto}" -n 2000 "${how[@]}" \
+    --variant-timeout 40 -o "$OUT/torchbench" --name "world1${TORCHBENCH_TAG:+-$TORCHBENCH_TAG}" || FAILED=1
   if [ "${TORCHBENCH_SHARED:-1}" = 1 ]; then  # TORCHBENCH_SHARED=0: world 1 only
     # time-sliced (a call waits for the GPU to switch processes, ~2 ms): few calls, to show it runs
     step torchbench-w2-shared 60 env PYTHONPATH="$PKG" python3 bench/torch_bench.py --device cuda --worlds 2 \

@@ -46,3 +46,27 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "torch_bench.png").stat().st_size > 0
+
+
+def test_interleaved_run_pairs_round_by_round(tmp_path):
+    """--interleave: both variants' ranks alive at once, taking turns; every figure the median of
+    the rounds, the pairs compared round by round."""
+    out = subprocess.run([sys.executable, BENCH, "--device", "cpu", "--worlds", "2", "-b", "4K", "-e", "64K",
+                          "-n", "20", "-r", "3", "--interleave", "--timeout", "60", "--variant-timeout", "120",
+                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ratios round by round" in out.stdout, out.stdout
+    doc = json.loads((tmp_path / "torch_bench.json").read_text())
+    assert doc["meta"]["interleaved"] and not doc["notes"], doc["notes"]
+    us = {(r["variant"], r["bytes"]): r for r in doc["rows"]}
+    assert set(us) == {(v, b) for v in ("actorcc", "gloo") for b in (4096, 65536)}, set(us)
+    for r in doc["rows"]:
+        assert r["rounds"] == 3 and ("raw_us" in r) == (r["variant"] == "actorcc"), r
+        for m in ("sync", "async"):
+            assert len(r[m + "_rounds_us"]) == 3 and r[m + "_us"] > 0, r
+    assert len(doc["pairs"]) == 2
+    for p in doc["pairs"]:
+        mine, theirs = us[("actorcc", p["bytes"])], us[("gloo", p["bytes"])]
+        for m in ("sync", "async"):
+            want = [a / b for a, b in zip(mine[m + "_rounds_us"], theirs[m + "_rounds_us"])]
+            assert p["rounds"] == 3 and p[m]["ratios"] == pytest.approx(want), p

@@ -345,11 +345,14 @@ class CudaBackend final : public BackendImpl {
   // once a record was found.
   bool take_device_error() {
     if (!words_) return false;
+    volatile int* e = words_->error();
+    // No record: every call and every poll of the watchdog (torch's polls once per pending
+    // Work) ends here, without the lock, so the two never wait for each other.
+    if (e[0] == cuda::kErrNone) return false;
     // The watchdog and a call may find the record together: the one that reports it finishes
     // telling the group before the other returns (a caller that exits on the error must not
     // cut the bootstrap message short).
     std::lock_guard<std::mutex> g(error_mu_);
-    volatile int* e = words_->error();
     const int code = e[0];
     if (code == cuda::kErrNone) return false;
     // The kernel's peer is a rank of this backend's group; errors name the whole group's rank

@@ -137,4 +137,53 @@ void test_back_to_back(Communicator& c, long calls, bool register_some) {
   if (g_rank == 0) std::printf("back-to-back: %ld rounds in %.1f ms\n", calls, ms);
 }
 
+void test_stream_per_call(Communicator& c, long calls) {
+  static constexpr size_t kSizes[] = {3, 4099, 65536 + 3, 262144 + 1};
+  struct Call {
+    size_t n;
+    int64_t *in, *out;
+  };
+  std::vector<Call> cs;
+  auto value = [](long r, int k, size_t i) { return int64_t(testref::mix(0x57ea11ull ^ testref::mix(r * 7919ull + k * 1000003ull + i)) % 1000); };
+  for (long r = 0; r < calls; ++r) {
+    Call x{kSizes[r % 4], nullptr, nullptr};
+    CK(cudaMalloc(&x.in, x.n * 8));
+    CK(cudaMalloc(&x.out, x.n * 8));
+    std::vector<int64_t> h(x.n);
+    for (size_t i = 0; i < x.n; ++i) h[i] = value(r, g_rank, i);
+    CK(cudaMemcpy(x.in, h.data(), x.n * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemset(x.out, 0xff, x.n * 8));  // poisoned
+    cs.push_back(x);
+  }
+  CK(cudaDeviceSynchronize());
+  for (long r = 0; r < calls; ++r) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    c.all_reduce(cs[r].in, cs[r].out, cs[r].n, DataType::Int64, RedOp::Sum, s);
+    CK(cudaStreamDestroy(s));  // the call's kernel may still run: CUDA finishes it
+  }
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "rank %d: CUDA error after a stream per call: %s\n", g_rank, cudaGetErrorString(e));
+    std::exit(11);
+  }
+  for (long r = 0; r < calls; ++r) {
+    const CaseScope scope("all_reduce_stream_per_call", DataType::Int64, "sum", cs[r].n * 8);
+    std::vector<int64_t> h(cs[r].n);
+    CK(cudaMemcpy(h.data(), cs[r].out, cs[r].n * 8, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < cs[r].n; ++i) {
+      int64_t want = 0;
+      for (int k = 0; k < g_world; ++k) want += value(r, k, i);
+      if (h[i] != want) {
+        fail("stream per call " + std::to_string(r) + " n=" + std::to_string(cs[r].n) + ": [" + std::to_string(i) +
+             "] got " + std::to_string(h[i]) + " want " + std::to_string(want));
+        break;
+      }
+    }
+    cudaFree(cs[r].in);
+    cudaFree(cs[r].out);
+  }
+  if (g_rank == 0) std::printf("stream per call: %ld calls\n", calls);
+}
+
 }  // namespace gw

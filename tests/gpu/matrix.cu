@@ -65,6 +65,7 @@ void mixed_sweep(Communicator& c, const std::string& name, bool quick, uint64_t&
   allreduce_sweep(c, name, sizes, seed, large_only_sum_avg, [](size_t n) { return n == 65543 || n > (8u << 20); });
   test_graph(c, rounds(quick));
   test_back_to_back(c, rounds(quick));
+  test_stream_per_call(c, std::min(128L, rounds(quick)));
   if (g_rank == 0) std::printf("all_reduce[%s mixed]: total %ld cases, %ld failures\n", name.c_str(), g_cases, g_fail);
 }
 
@@ -116,7 +117,8 @@ void planner_matrix(bool quick, uint64_t& seed) {
   if (g_rank == 0) std::printf("after rs/ag/bcast/barrier: %ld cases, %ld failures\n", g_cases, g_fail);
   test_graph(*c, rounds(false, 1000));
   test_back_to_back(*c, rounds(false, 1000));
-  if (g_rank == 0) std::printf("after graph + back-to-back: %ld cases, %ld failures\n", g_cases, g_fail);
+  test_stream_per_call(*c, std::min(128L, rounds(false, 1000)));
+  if (g_rank == 0) std::printf("after graph + back-to-back + stream per call: %ld cases, %ld failures\n", g_cases, g_fail);
 }
 
 // 2. Each all-reduce route forced over sizes beyond its planner range.

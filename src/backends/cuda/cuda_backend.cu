@@ -271,7 +271,9 @@ class CudaBackend final : public BackendImpl {
     }
     const cuda::Route route = cuda::pick_route(ra, agreed_.tune, forced_);
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
-    if (route != cuda::Route::Copy) order_after_previous(stream);
+    const bool ordered = route != cuda::Route::Copy;
+    const bool capturing = ordered && is_capturing(stream);
+    if (ordered) order_after_previous(stream, capturing);
     // The collectives carry their descriptor in their flags (kernels/call_check.hpp); the
     // point-to-point calls check their own headers.
     DeviceComm dc = dc_;
@@ -282,9 +284,7 @@ class CudaBackend final : public BackendImpl {
     }
     check(kLaunch[static_cast<size_t>(route)](dc, agreed_.tune, ca),
        "launching CUDA " + std::string(to_string(a.coll)) + " (" + cuda::route_name(route) + ")");
-    if (route == cuda::Route::Copy) return;
-    last_stream_ = stream;
-    have_last_ = true;
+    if (ordered) mark_ordered(stream, capturing);
   }
 
   // Registered outputs let the pipelined two-shot's all-gather store into the peers' outputs
@@ -408,23 +408,35 @@ class CudaBackend final : public BackendImpl {
   }
 
   // Calls must run in order on the device (they share workspace slots and step counters).
-  // When the caller switches streams, the new stream waits for the previous one (not while
-  // capturing a graph: a capture may not wait on work outside it).
-  void order_after_previous(cudaStream_t s) {
-    if (!have_last_ || s == last_stream_) return;
+  // Each eager call records order_event_ on its stream when it is launched; a call on another
+  // stream waits for that event first. The previous stream itself is never touched again: the
+  // caller may have destroyed it since (a stream per call is common in C callers), and CUDA
+  // may crash on a destroyed stream's handle. Streams are told apart by CUDA's stream id, as
+  // a new stream may reuse a destroyed one's handle. A capture neither waits (it may not
+  // depend on work outside it) nor records (an event recorded inside a capture cannot be
+  // waited on eagerly), so the order runs from the last eager call around any captured ones.
+  static bool is_capturing(cudaStream_t s) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
       cudaGetLastError();
-      return;
+      return false;  // the launch on it reports the stream's problem
     }
-    cudaStreamCaptureStatus ls = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(last_stream_, &ls) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    if (cs != cudaStreamCaptureStatusNone || ls != cudaStreamCaptureStatusNone) return;
-    check(cudaEventRecord(order_event_->get(), last_stream_), "cudaEventRecord");
+    return cs != cudaStreamCaptureStatusNone;
+  }
+  static unsigned long long stream_id(cudaStream_t s) {
+    unsigned long long id = 0;
+    check(cudaStreamGetId(s, &id), "cudaStreamGetId");
+    return id;
+  }
+  void order_after_previous(cudaStream_t s, bool capturing) {
+    if (!have_last_ || capturing || stream_id(s) == last_stream_) return;
     check(cudaStreamWaitEvent(s, order_event_->get(), 0), "cudaStreamWaitEvent");
+  }
+  void mark_ordered(cudaStream_t s, bool capturing) {
+    if (capturing) return;
+    check(cudaEventRecord(order_event_->get(), s), "cudaEventRecord");
+    last_stream_ = stream_id(s);
+    have_last_ = true;
   }
 
   // The pipelined two-shot's call descriptor (equal on every rank for a well-formed call) and,
@@ -457,7 +469,7 @@ class CudaBackend final : public BackendImpl {
   std::unique_ptr<ipc::SharedWorkspace> ws_;
   ipc::RegisteredBuffers registered_;
   std::unique_ptr<cuda_rt::Event> order_event_;
-  cudaStream_t last_stream_ = nullptr;
+  unsigned long long last_stream_ = 0;  // the last eager call's stream id (order_after_previous)
   bool have_last_ = false;
   std::array<const void*, 8> checked_{};
   size_t next_checked_ = 0;

@@ -13,7 +13,7 @@
 #   shared      2, 3, 4 and 8 ranks sharing the GPUs (ACTORCC_CUDA_SHARE_GPU=1): the kernels'
 #               3-8 rank paths where fewer GPUs are lent (gpu_worker --shared-gpu); on one GPU
 #               4 ranks run every 2nd case, 8 ranks every 6th. shared2 ... shared8: one world
-#               (caps 100, 130, 150, 200)
+#               (caps 130, 130, 150, 200)
 #   evidence    the evidence matrix (gpu_worker --evidence S: every dtype x op of all_reduce and
 #               reduce_scatter, every dtype of all_gather and broadcast, misaligned and in place
 #               in turn, sizes growing per pass) for 2, 3, 4 and 8 ranks sharing the GPUs, each
@@ -213,7 +213,7 @@ phase_shared() {
   ensure_build gpu || return
   local w=$1 cap sample
   [ "$w" -le "$NGPU" ] && return
-  case $w in 2) cap=100 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=6 ;; esac
+  case $w in 2) cap=130 sample=1 ;; 3) cap=130 sample=1 ;; 4) cap=150 sample=2 ;; *) cap=200 sample=6 ;; esac
   [ "$NGPU" -ge 2 ] && sample=1
   group "shared-$w" "$cap" "$(devlist "$w")" "ACTORCC_TEST_SAMPLE=$sample" --shared-gpu
 }

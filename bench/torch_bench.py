@@ -62,8 +62,8 @@ import argparse
 import datetime
 import json
 import os
-import select
 import platform
+import select
 import socket
 import statistics
 import subprocess
@@ -132,7 +132,7 @@ class RankBench:
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
         self.modes = ["sync", "async"] + (["event"] if self.cuda else []) + (
             ["raw"] if self.backend == "actorcc" else ["lib"] if self.backend == "nccl" else [])
-        self.wrong, self.tensors, self.calls, self.errors = 0, [], {}, {}
+        self.wrong, self.calls, self.lib_errors = 0, {}, {}
         want_sum = self.world * (self.world + 1) / 2
         for nbytes in args.sizes:
             x = torch.empty(nbytes // 4, dtype=torch.float32, device=self.dev)
@@ -142,7 +142,6 @@ class RankBench:
             if not bool((x == want_sum).all()):
                 self.wrong += 1
             x.fill_(1.0 / (1 << 20))  # repeated sums stay finite and exact enough
-            self.tensors.append(x)
             n = calls_for(nbytes, args)
             calls = {"sync": lambda x=x: dist.all_reduce(x)}
             if self.backend == "actorcc":
@@ -151,23 +150,23 @@ class RankBench:
                 try:
                     calls["lib"] = nccl_lib_call(torch, self.pg, x)
                 except Exception as e:  # noqa: BLE001 - a diagnostic; reported, never fatal
-                    self.errors[(nbytes, "lib")] = f"{type(e).__name__}: {e}"
+                    self.lib_errors[nbytes] = f"{type(e).__name__}: {e}"
             for fn in calls.values():  # warm-up
                 fn()
             self.sync()
-            self.calls[nbytes] = (n, calls)
+            self.calls[nbytes] = (n, x, calls)
 
     def round(self, mode, nbytes):
         """Seconds per call of one round: n calls of `mode` at `nbytes`, then a sync, / n (None
         where the mode does not apply to this variant)."""
-        n, calls = self.calls[nbytes]
+        n, x, calls = self.calls[nbytes]
         if mode not in self.modes or (mode in ("lib", "raw") and mode not in calls):
             return None
         dist, sync = self.dist, self.sync
         if mode == "async":
             dist.barrier()
             t0 = time.perf_counter()
-            works = [dist.all_reduce(self.tensors[self.args.sizes.index(nbytes)], async_op=True) for _ in range(n)]
+            works = [dist.all_reduce(x, async_op=True) for _ in range(n)]
             for w in works:
                 w.wait()
             sync()
@@ -182,8 +181,6 @@ class RankBench:
             e.record()
             self.torch.cuda.synchronize()
             return s.elapsed_time(e) / 1e3 / n
-        if mode not in calls:
-            return None
         fn = calls[mode]
         dist.barrier()
         t0 = time.perf_counter()
@@ -201,8 +198,8 @@ class RankBench:
                 v = figures(m, nbytes)
                 if v is not None:
                     row[m] = v
-            if (nbytes, "lib") in self.errors:
-                row["lib_error"] = self.errors[(nbytes, "lib")]
+            if nbytes in self.lib_errors:
+                row["lib_error"] = self.lib_errors[nbytes]
             out.append(row)
         return out
 
@@ -241,7 +238,7 @@ def rank_serve(args):
     then one round per command read from stdin ("round MODE BYTES", answered with the seconds
     per call or "-"), until "finish" (graphs, then the rows as JSON) or end of input."""
     rb = RankBench(args)
-    print(f"@@ready {json.dumps({'wrong': rb.wrong, 'modes': rb.modes})}", flush=True)
+    print(f"@@ready {json.dumps({'wrong': rb.wrong})}", flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[:1] == ["round"]:

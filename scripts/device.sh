@@ -84,8 +84,7 @@
 #               three), TORCHBENCH_CPUS (auto: each rank bound to CPUs of its own; none),
 #               TORCHBENCH_TAG (the JSON's name: world1-TAG); then world 2 sharing GPU 0
 #               (actorcc only, few calls: time-sliced; TORCHBENCH_SHARED=0 leaves it out).
-#               JSON, PNG and the table
-#               in $OUT/torchbench/
+#               JSON, PNG and the table in $OUT/torchbench/
 #   ncclconf    (<= 4 min) the NCCL-ABI library's conformance test (tests/nccl/nccl_abi_test.c,
 #               compiled against the real nccl.h) on the CUDA backend, ranks sharing GPU 0:
 #               2 and 4 processes (every collective x dtype x op, p2p batches, split, nonblocking

@@ -417,8 +417,8 @@ class Served:
     """A rank process of the interleaved mode: commands on its stdin, "@@TAG ..." answers on
     its stdout among whatever else it prints (kept for the error message)."""
 
-    def __init__(self, proc):
-        self.proc, self.buf, self.log = proc, b"", []
+    def __init__(self, proc, name):
+        self.proc, self.name, self.buf, self.log = proc, name, b"", []
 
     def send(self, line):
         self.proc.stdin.write((line + "\n").encode())
@@ -437,10 +437,11 @@ class Served:
                 self.log.append(text)
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise RuntimeError(f"no answer in time; output: {' | '.join(self.log[-8:])[-600:]}")
+                raise RuntimeError(f"{self.name}: no answer in time; output: {' | '.join(self.log[-8:])[-600:]}")
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise RuntimeError(f"exited {self.proc.wait()}; output: {' | '.join(self.log[-12:])[-1200:]}")
+                raise RuntimeError(f"{self.name} exited {self.proc.wait()}; output: "
+                                   f"{' | '.join(self.log[-12:])[-1200:]}")
             self.buf += chunk
 
 
@@ -454,7 +455,7 @@ def run_interleaved(variants, world, args, ngpu):
         if procs is None:
             notes.append(f"{v} world {world}: {why}")
         else:
-            groups[v] = [Served(p) for p in procs]
+            groups[v] = [Served(p, f"{v} rank {r}") for r, p in enumerate(procs)]
     samples, graphs = {v: [] for v in groups}, {}
     try:
         deadline = time.monotonic() + args.variant_timeout

@@ -70,3 +70,24 @@ def test_interleaved_run_pairs_round_by_round(tmp_path):
         for m in ("sync", "async"):
             want = [a / b for a, b in zip(mine[m + "_rounds_us"], theirs[m + "_rounds_us"])]
             assert p["rounds"] == 3 and p[m]["ratios"] == pytest.approx(want), p
+
+
+def test_interleaved_rank_that_dies_or_stalls_is_named(tmp_path):
+    """The interleaved driver's wait on a rank is bounded, and its error names the rank."""
+    import importlib.util
+    import time
+    spec = importlib.util.spec_from_file_location("torch_bench", BENCH)
+    tb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tb)
+    dead = tb.Served(subprocess.Popen([sys.executable, "-c", "print('warming up'); raise SystemExit(3)"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE), "nccl rank 1")
+    with pytest.raises(RuntimeError, match=r"^nccl rank 1 exited 3; output: warming up"):
+        dead.expect("ready", time.monotonic() + 30)
+    stalled = tb.Served(subprocess.Popen([sys.executable, "-c", "import time; print('@@other'); time.sleep(60)"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE), "actorcc rank 0")
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^actorcc rank 0: no answer in time; output: @@other"):
+        stalled.expect("ready", time.monotonic() + 1)
+    assert time.monotonic() - t0 < 10
+    stalled.proc.kill()
+    stalled.proc.wait()

@@ -15,7 +15,9 @@ start-up and first call. Prints per rank the library serving its calls, the star
 start to init_process_group's return, and the first 4 KB all_reduce, which is where torch creates
 the communicator: an early rank's includes waiting for the later ones), the time per size, and
 one line `REPORTSHAPE PASS|FAIL world=W ...` with the group's first call counted from the last
-rank's arrival; --json writes it all.
+rank's init call's return and, the figure to compare across modes, the group's first result
+counted from the last rank's entry into its init call; --json writes it all. --device-id passes
+device_id to init_process_group, where torch then creates the communicator.
 """
 from __future__ import annotations
 
@@ -52,11 +54,14 @@ def rank_main(args):
         all_reduce, barrier, finish = comm.all_reduce, comm.host_barrier, comm.close
         sync = (lambda: None) if cpu else comm.synchronize
     else:
-        dist.init_process_group(args.backend)
+        # --device-id: torch creates the communicator inside init_process_group, not in the first call
+        dist.init_process_group(args.backend, **({"device_id": torch.device(dev, 0)} if args.device_id and not cpu
+                                                  else {}))
         all_reduce, barrier, finish = dist.all_reduce, dist.barrier, dist.destroy_process_group
         sync = (lambda: None) if cpu else torch.cuda.synchronize
     t_init = time.time()
     small = torch.full((1024,), float(rank + 1), device=dev)
+    t_tensor = time.time()  # the tensor's allocation and fill queued: what precedes the call itself
     all_reduce(small)
     sync()
     t_first = time.time()
@@ -91,10 +96,11 @@ def rank_main(args):
         version = torch.cuda.nccl.version() if not cpu else "none (gloo)"
         lib = serving_library() if not cpu else None
     out = {"rank": rank, "world": world, "startup_s": t_init - t_start, "import_s": t_import - t_start,
-           "init_s": t_init - t_import, "first_call_s": t_first - t_init, "wrong": wrong, "sizes": rows,
+           "init_s": t_init - t_import, "first_call_s": t_first - t_init, "first_tensor_s": t_tensor - t_init,
+           "wrong": wrong, "sizes": rows,
            "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else str(version),
            "library": lib, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-           "init_done": t_init, "first_done": t_first}
+           "init_entered": t_import, "init_done": t_init, "first_done": t_first}
     print("RANKRESULT " + json.dumps(out), flush=True)
     finish()
     return 0 if wrong == 0 else 1
@@ -140,6 +146,8 @@ def main():
     p.add_argument("--stagger", type=float, nargs=2, default=(0.5, 1.0), metavar=("MIN", "MAX"),
                    help="seconds between two processes' starts (uniform in [MIN, MAX])")
     p.add_argument("--hostid-per-rank", action="store_true", help="NCCL_HOSTID per rank (NVIDIA's NCCL, shared GPU)")
+    p.add_argument("--device-id", action="store_true",
+                   help="init_process_group(..., device_id=cuda:0): the communicator made at init, not at the first call")
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--json", help="write the ranks' results here")
     p.add_argument("--backend", default="nccl", choices=("nccl", "gloo", "actorcc", "actorcc-api"),
@@ -166,7 +174,8 @@ def main():
             if args.hostid_per_rank:
                 env["NCCL_HOSTID"] = f"report-shape-{r}"
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-main", "--backend", args.backend,
-                                       "--max-bytes", args.max_bytes], env=env, stdout=subprocess.PIPE, text=True))
+                                       "--max-bytes", args.max_bytes] + (["--device-id"] if args.device_id else []),
+                                      env=env, stdout=subprocess.PIPE, text=True))
         if r < args.world - 1:
             time.sleep(random.uniform(*args.stagger))
     results, failed = [], []
@@ -195,15 +204,22 @@ def main():
     # time counts from the last rank's init_process_group to the last rank's first result.
     group_first = (max(r["first_done"] for r in results) - max(r["init_done"] for r in results)) if results \
         else float("nan")
+    # From the last rank's entry into its init call: what the last arrival waits for in all, the
+    # communicator's creation included wherever it happens (actorcc.Communicator's constructor,
+    # init_process_group with --device-id, torch's first call otherwise).
+    arrival_first = (max(r["first_done"] for r in results) - max(r["init_entered"] for r in results)) if results \
+        else float("nan")
     startup = max((r["startup_s"] for r in results), default=float("nan"))
     print(f"REPORTSHAPE {'PASS' if ok else 'FAIL'} world={args.world} wrong={wrong} slowest start-up {startup:.2f} s, "
           f"slowest first call {first * 1e3:.1f} ms (after the last arrival {group_first * 1e3:.1f} ms), "
+          f"last arrival -> first result {arrival_first * 1e3:.1f} ms, "
           f"wall {time.time() - t_launch:.1f} s"
           + (f" ({'; '.join(failed)})" if failed else ""), flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"world": args.world, "pass": ok, "ranks": results, "failed": failed,
-                       "first_call_after_last_arrival_s": group_first}, fh, indent=1)
+                       "first_call_after_last_arrival_s": group_first,
+                       "last_arrival_to_first_result_s": arrival_first}, fh, indent=1)
     return 0 if ok else 1
 
 

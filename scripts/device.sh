@@ -112,9 +112,10 @@
 #               and CuPy's NcclCommunicator (preloaded), world 2 sharing GPU 0, exact results. ~40 s
 #   reportshape bench/nccl_report_shape.py: Ray-style one-GPU processes started 0.5-1 s apart,
 #               init_process_group("nccl"), all_reduce 4 KB - 1 GiB checked, start-up and first-call
-#               times; on actorcc's library (worlds 2 and 4, preloaded), on NVIDIA's (world 2,
-#               NCCL_HOSTID per rank where the ranks share a GPU) and on actorcc.Communicator (worlds
-#               2 and 4: the baseline; builds the extension). ~2 min
+#               times; variants (REPORTSHAPE_VARIANTS, default all): actorcc's library preloaded
+#               (actorcc-2, actorcc-4; actorcc-devid-4 with device_id), NVIDIA's (nvidia-2, NCCL_HOSTID
+#               per rank where the ranks share a GPU), actorcc.Communicator (api-2, api-4: the
+#               baseline; builds the extension); REPORTSHAPE_REPEAT=K runs them all K times. ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
 #   elastic     (<= 220 s) elastic membership on the CUDA backend, 3 and 4 ranks sharing
 #               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
@@ -659,25 +660,31 @@ phase_ncclclients() {
 
 phase_reportshape() {
   ensure_nccl_abi || return
-  local ok=0 w
-  for w in 2 4; do
-    step "reportshape-actorcc-$w" 150 env LD_PRELOAD="$NCCL_ABI_LIB" python3 bench/nccl_report_shape.py --world "$w" \
-      --timeout 140 --json "$OUT/reportshape-actorcc-$w.json" && ok=$((ok + 1))
-    grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-actorcc-$w.log"
-  done
-  # the same script on NVIDIA's NCCL (it refuses ranks sharing a GPU unless they seem on other hosts)
-  step reportshape-nvidia-2 150 python3 bench/nccl_report_shape.py --world 2 --hostid-per-rank --timeout 140 \
-    --json "$OUT/reportshape-nvidia-2.json" && ok=$((ok + 1))
-  grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-nvidia-2.log"
-  # the baseline of the library's start-up and first call: actorcc's own API, the same script
-  if ensure_python_ext; then
-    for w in 2 4; do
-      step "reportshape-api-$w" 100 env PYTHONPATH="$PKG" python3 bench/nccl_report_shape.py --backend actorcc-api \
-        --world "$w" --timeout 90 --json "$OUT/reportshape-api-$w.json" && ok=$((ok + 1))
-      grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/reportshape-api-$w.log"
+  local ok=0 n=0 k v w name
+  local repeats=${REPORTSHAPE_REPEAT:-1} variants=${REPORTSHAPE_VARIANTS:-actorcc-2 actorcc-4 actorcc-devid-4 nvidia-2 api-2 api-4}
+  # api: the baseline of the library's start-up and first call, actorcc's own API in the same script
+  [[ $variants == *api-* ]] && { ensure_python_ext || variants=${variants//api-[0-9]/}; }
+  for ((k = 1; k <= repeats; k++)); do
+    for v in $variants; do
+      w=${v##*-} name=reportshape-$v${REPORTSHAPE_REPEAT:+-r$k} n=$((n + 1))
+      # ACTORCC_LOG=info: each rank's "ready" line splits actorcc's part of the first call (local,
+      # join, setup) from torch's
+      case ${v%-*} in
+        actorcc) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG=info python3 bench/nccl_report_shape.py \
+          --world "$w" --timeout 140 --json "$OUT/$name.json" ;;
+        actorcc-devid) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG=info python3 \
+          bench/nccl_report_shape.py --device-id --world "$w" --timeout 140 --json "$OUT/$name.json" ;;
+        # NVIDIA's NCCL refuses ranks sharing a GPU unless they seem on other hosts
+        nvidia) step "$name" 150 python3 bench/nccl_report_shape.py --world "$w" --hostid-per-rank --timeout 140 \
+          --json "$OUT/$name.json" ;;
+        api) step "$name" 100 env PYTHONPATH="$PKG" ACTORCC_LOG=info python3 bench/nccl_report_shape.py \
+          --backend actorcc-api --world "$w" --timeout 90 --json "$OUT/$name.json" ;;
+        *) echo "reportshape: unknown variant $v" >"$OUT/logs/$name.log"; false ;;
+      esac && ok=$((ok + 1))
+      grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/$name.log"
     done
-  fi
-  nccl_verdict REPORTSHAPE $ok 5 "report-shape runs passed (the library at 2 and 4, NVIDIA at 2, actorcc's API at 2 and 4)"
+  done
+  nccl_verdict REPORTSHAPE $ok $n "report-shape runs passed ($variants; x$repeats)"
 }
 
 # close() and exit with live CUDA graphs across virtual nodes (issue 32 item 1): 4 cases of at

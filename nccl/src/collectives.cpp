@@ -115,7 +115,7 @@ ncclResult_t issue(ncclComm* comm, const CollCall& call) noexcept {
   ncclResult_t rc = ncclSuccess;
   Communicator* c = ready_core(comm, fn, &rc);
   if (!c) return rc;
-  BusyScope busy(comm);
+  BusyScope busy(comm, fn);
   try {
     run_coll(*c, comm, call);
     return ncclSuccess;

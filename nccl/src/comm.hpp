@@ -2,6 +2,7 @@
 // finished), the reduction adapters' state, the error texts, and what a group defers on it.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +64,9 @@ struct ncclComm {
   // Calls in progress on other threads; ncclCommAbort waits for them after aborting the group
   // (which makes each of them return) before it frees the communicator.
   std::atomic<int> busy{0};
+  // When init returned (set before `core`), and whether a call has come since (BusyScope).
+  std::chrono::steady_clock::time_point ready_at;
+  std::atomic<bool> called{false};
   std::atomic<bool> closing{false};
   // ncclCommRevoke: set with `closing` (so calls are refused), but the comm may still be shrunk
   // and must still be destroyed (elastic.cpp).
@@ -179,10 +183,18 @@ void run_coll(Communicator& c, ncclComm* comm, const CollCall& call);
 // Maps an NCCL dtype for a call that moves bytes only (every dtype, fp8 included).
 DataType bytes_dtype(int dtype, const char* fn, int rank);
 
+// The comm's first call, noted at ACTORCC_LOG=info with the time since its init returned: what
+// a caller does between the two (torch makes the communicator inside its first collective, then
+// its streams and events) shows there, apart from the library's own part.
+void note_first_call(ncclComm* comm, const char* fn) noexcept;
+
 // Keeps the comm busy for the duration of a call, so ncclCommAbort does not free it under us.
 class BusyScope {
  public:
-  explicit BusyScope(ncclComm* c) noexcept : c_(c) { c_->busy.fetch_add(1, std::memory_order_acq_rel); }
+  BusyScope(ncclComm* c, const char* fn) noexcept : c_(c) {
+    c_->busy.fetch_add(1, std::memory_order_acq_rel);
+    if (!c_->called.load(std::memory_order_relaxed)) note_first_call(c_, fn);
+  }
   ~BusyScope() { c_->busy.fetch_sub(1, std::memory_order_acq_rel); }
   BusyScope(const BusyScope&) = delete;
   BusyScope& operator=(const BusyScope&) = delete;

@@ -74,7 +74,7 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
       ncclResult_t rc2 = ncclSuccess;
       Communicator* parent = ready_core(comm, fn, &rc2);
       if (!parent) throw Error(ErrorCode::InvalidArgument, comm->last_error, comm->rank);
-      BusyScope busy(comm);
+      BusyScope busy(comm, fn);
       return split_core(*parent, color, key, opt);
     };
     if (!child) {
@@ -100,7 +100,7 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclResult_t rc = ncclSuccess;
   Communicator* c = ready_core(comm, fn, &rc);
   if (!c) return rc;
-  BusyScope busy(comm);
+  BusyScope busy(comm, fn);
   return guarded(comm, fn, [&] {
     finish_device_work(comm->cuda_device, c->rank());
     c->check();

@@ -89,7 +89,7 @@ extern "C" ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, i
     if (shrinkFlags == kNcclShrinkAbort && !comm->revoked.load(std::memory_order_acquire))
       revoke_in_flight(comm, *parent, "ncclCommShrink(NCCL_SHRINK_ABORT) revoked the parent communicator");
     return launch_child(comm, new_comm(cfg), newcomm, [comm, parent, exclude] {
-      BusyScope busy(comm);
+      BusyScope busy(comm, "ncclCommShrink");
       return parent->shrink(exclude);
     }, fn);
   });
@@ -188,7 +188,7 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       comm->grow_id.reset();  // consumed by this grow, whatever its outcome (a failed one needs a new id)
     }
     return launch_child(comm, new_comm(cfg), newcomm, [comm, parent, nRanks, id] {
-      BusyScope busy(comm);
+      BusyScope busy(comm, "ncclCommGrow");
       return parent->grow(nRanks, id, -1);
     }, fn);
   });

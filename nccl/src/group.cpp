@@ -36,7 +36,7 @@ ncclResult_t run_list(ncclComm* comm) noexcept {
   } clear{comm};
   Communicator* c = ready_core(comm, "ncclGroupEnd", &rc);
   if (!c) return rc;
-  BusyScope busy(comm);
+  BusyScope busy(comm, "ncclGroupEnd");
   return guarded(comm, "ncclGroupEnd", [&] {
     const auto& calls = comm->pending;
     for (size_t i = 0; i <= calls.size(); ++i) {

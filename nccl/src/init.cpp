@@ -3,8 +3,10 @@
 // ncclGroupEnd; a nonblocking one (config.blocking = 0) runs on its own thread and reports
 // through ncclCommGetAsyncError.
 #include <cstring>
+#include <iomanip>
 
 #include "comm.hpp"
+#include "common/log.hpp"
 
 namespace actorcc::ncclabi {
 
@@ -32,11 +34,23 @@ void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>(
     comm->nranks = core->world_size();
     comm->cuda_device = core->device();
     comm->adapt = make_adapt_state(*core);
+    comm->ready_at = std::chrono::steady_clock::now();
     comm->owned = std::move(core);
     comm->core.store(comm->owned.get(), std::memory_order_release);
     comm->async_state.store(ncclSuccess, std::memory_order_release);
   } catch (...) {
     comm->async_state.store(fail_current(comm, fn), std::memory_order_release);
+  }
+}
+
+void note_first_call(ncclComm* comm, const char* fn) noexcept {
+  if (comm->called.exchange(true, std::memory_order_relaxed)) return;
+  try {
+    using Ms = std::chrono::duration<double, std::milli>;
+    const double ms = Ms(std::chrono::steady_clock::now() - comm->ready_at).count();
+    LOG_INFO(fn << ": rank " << comm->rank << " of " << comm->nranks << ": the communicator's first call, "
+                << std::fixed << std::setprecision(1) << ms << " ms after its init returned");
+  } catch (...) {  // a note is never worth failing the call
   }
 }
 

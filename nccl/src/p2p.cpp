@@ -18,7 +18,7 @@ ncclResult_t issue_p2p(ncclComm* comm, P2POp::Kind kind, void* buf, size_t count
     ncclResult_t rc = ncclSuccess;
     Communicator* c = ready_core(comm, fn, &rc);
     if (!c) return rc;
-    BusyScope busy(comm);
+    BusyScope busy(comm, fn);
     if (kind == P2POp::Kind::Send) c->send(buf, count, op.dtype, peer, stream);
     else c->recv(buf, count, op.dtype, peer, stream);
     return ncclSuccess;

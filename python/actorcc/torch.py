@@ -671,7 +671,9 @@ def _create(store, rank, size, timeout):
                 e.rank = e.observer_rank = rank
                 e.culprit = missing[0] if missing else -1
                 raise e
-            print(f"[actorcc WARN pid {os.getpid()}] actorcc torch backend: rank {rank}: still waiting: {text}",
+            # the library's log line (common/log.cpp): UTC time of day to the microsecond
+            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S.%f")
+            print(f"[actorcc WARN pid {os.getpid()} {stamp}] actorcc torch backend: rank {rank}: still waiting: {text}",
                   file=sys.stderr, flush=True)
             next_note = now + 10
         time.sleep(0.005)

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iomanip>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -361,6 +363,8 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
 
 std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
                                                std::unique_ptr<Communicator::Impl>& impl, uint64_t digest) {
+  using Ms = std::chrono::duration<double, std::milli>;
+  const auto t_begin = std::chrono::steady_clock::now();
   Options opt = options_from_env(user_options);
 
   // The device is chosen before joining so the peer table carries every rank's GPU identity.
@@ -371,9 +375,11 @@ std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int
                            rank);
 
   PeerInfo self = topology::local_peer_info(rank, device);
+  const auto t_local = std::chrono::steady_clock::now();
   impl->member = elastic::Member::reserve(id, digest);
   impl->bootstrap = Bootstrap::join(id, rank, world, impl->member->wrap(topology::encode(self)),
                                     Deadline::after(opt.join_timeout), impl->abort);
+  const auto t_joined = std::chrono::steady_clock::now();
 
   GroupContext& ctx = impl->ctx;
   ctx.rank = rank;
@@ -458,8 +464,13 @@ std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int
       }
     }
   }
+  // Where a slow start went: this process's GPU and identity, the join (which holds the wait
+  // for the last rank to arrive), the backend's setup.
+  const auto t_ready = std::chrono::steady_clock::now();
   LOG_INFO("rank " << rank << "/" << world << " ready: backend " << to_string(kind) << ", " << ctx.num_nodes
-                   << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size());
+                   << " node(s), local rank " << ctx.local_index << " of " << ctx.local_ranks.size() << "; in " << std::fixed << std::setprecision(1)
+                   << Ms(t_ready - t_begin).count() << " ms: local " << Ms(t_local - t_begin).count() << ", join "
+                   << Ms(t_joined - t_local).count() << ", setup " << Ms(t_ready - t_joined).count());
   return std::move(impl);
 }
 

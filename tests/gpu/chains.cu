@@ -162,11 +162,7 @@ void test_stream_per_call(Communicator& c, long calls) {
     c.all_reduce(cs[r].in, cs[r].out, cs[r].n, DataType::Int64, RedOp::Sum, s);
     CK(cudaStreamDestroy(s));  // the call's kernel may still run: CUDA finishes it
   }
-  const cudaError_t e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "rank %d: CUDA error after a stream per call: %s\n", g_rank, cudaGetErrorString(e));
-    std::exit(11);
-  }
+  sync_or_fail("a stream per call", /*whole_device=*/true);  // the streams are gone: the device's work
   for (long r = 0; r < calls; ++r) {
     const CaseScope scope("all_reduce_stream_per_call", DataType::Int64, "sum", cs[r].n * 8);
     std::vector<int64_t> h(cs[r].n);

@@ -29,8 +29,8 @@ void fail(const std::string& what) {
   if (g_fail <= 40) std::fprintf(stderr, "rank %d FAIL %s\n", g_rank, what.c_str());
 }
 
-void sync_or_fail(const std::string& what) {
-  cudaError_t e = cudaStreamSynchronize(g_stream);
+void sync_or_fail(const std::string& what, bool whole_device) {
+  const cudaError_t e = whole_device ? cudaDeviceSynchronize() : cudaStreamSynchronize(g_stream);
   if (e != cudaSuccess) {
     std::fprintf(stderr, "rank %d: CUDA error after %s: %s\n", g_rank, what.c_str(), cudaGetErrorString(e));
     std::exit(11);

@@ -53,7 +53,9 @@ long rounds(bool quick, long full = 300);
 bool sampled_out();
 
 void fail(const std::string& what);
-void sync_or_fail(const std::string& what);
+// Waits for g_stream's work (whole_device: the device's, for calls made on other streams) and
+// exits 11 naming `what` on a CUDA error.
+void sync_or_fail(const std::string& what, bool whole_device = false);
 
 // One case of the matrix: counts it (g_cases and the tally by collective, dtype, op, world,
 // size band) as failed when fail() was called during its lifetime.

@@ -39,8 +39,18 @@ def test_report_shape_script_on_cpu(backend, tmp_path):
     out = tmp_path / "shape.json"
     p = subprocess.run([sys.executable, script, "--backend", backend, "--world", "2", "--max-bytes", "1M",
                         "--stagger", "0.1", "0.3", "--timeout", "150", "--json", str(out)],
-                       capture_output=True, text=True, timeout=200)
+                       capture_output=True, text=True, timeout=200, env=dict(os.environ, ACTORCC_LOG="info"))
     assert p.returncode == 0 and "REPORTSHAPE PASS world=2 wrong=0" in p.stdout, p.stdout + p.stderr
     import json
     res = json.loads(out.read_text())
     assert res["pass"] and [len(r["sizes"]) for r in res["ranks"]] == [3, 3]
+    # counted from the last rank's entry into init, so never less than from its return
+    assert res["last_arrival_to_first_result_s"] >= res["first_call_after_last_arrival_s"] > 0
+    if backend == "actorcc-api":
+        # each rank's ready line: stamped, with where its construction went
+        import re
+        ready = re.findall(r"\[actorcc INFO pid \d+ \d\d:\d\d:\d\d\.\d{6}\] rank (\d)/2 ready: backend cpu, .*; in "
+                           r"([\d.]+) ms: local ([\d.]+), join ([\d.]+), setup ([\d.]+)", p.stderr)
+        assert sorted(r[0] for r in ready) == ["0", "1"], p.stderr
+        for _, total, *parts in ready:
+            assert abs(float(total) - sum(map(float, parts))) < 0.5, ready

@@ -273,7 +273,10 @@ class CudaBackend final : public BackendImpl {
     // A one-rank group has no workspace to order: its copy runs on the caller's stream alone.
     const bool ordered = route != cuda::Route::Copy;
     const bool capturing = ordered && is_capturing(stream);
-    if (ordered) order_after_previous(stream, capturing);
+    // The stream's id, taken once for the wait and the record (none: a capture, which does neither)
+    const std::optional<unsigned long long> sid =
+        ordered && !capturing ? std::optional<unsigned long long>(stream_id(stream)) : std::nullopt;
+    if (sid) order_after_previous(stream, *sid);
     // The collectives carry their descriptor in their flags (kernels/call_check.hpp); the
     // point-to-point calls check their own headers.
     DeviceComm dc = dc_;
@@ -284,7 +287,7 @@ class CudaBackend final : public BackendImpl {
     }
     check(kLaunch[static_cast<size_t>(route)](dc, agreed_.tune, ca),
        "launching CUDA " + std::string(to_string(a.coll)) + " (" + cuda::route_name(route) + ")");
-    if (ordered) mark_ordered(stream, capturing);
+    if (sid) mark_ordered(stream, *sid);
   }
 
   // Registered outputs let the pipelined two-shot's all-gather store into the peers' outputs
@@ -428,15 +431,13 @@ class CudaBackend final : public BackendImpl {
     check(cudaStreamGetId(s, &id), "cudaStreamGetId");
     return id;
   }
-  void order_after_previous(cudaStream_t s, bool capturing) {
-    if (!have_last_ || capturing || stream_id(s) == last_stream_) return;
+  void order_after_previous(cudaStream_t s, unsigned long long sid) {
+    if (!last_stream_ || sid == *last_stream_) return;
     check(cudaStreamWaitEvent(s, order_event_->get(), 0), "cudaStreamWaitEvent");
   }
-  void mark_ordered(cudaStream_t s, bool capturing) {
-    if (capturing) return;
+  void mark_ordered(cudaStream_t s, unsigned long long sid) {
     check(cudaEventRecord(order_event_->get(), s), "cudaEventRecord");
-    last_stream_ = stream_id(s);
-    have_last_ = true;
+    last_stream_ = sid;
   }
 
   // The pipelined two-shot's call descriptor (equal on every rank for a well-formed call) and,
@@ -469,8 +470,7 @@ class CudaBackend final : public BackendImpl {
   std::unique_ptr<ipc::SharedWorkspace> ws_;
   ipc::RegisteredBuffers registered_;
   std::unique_ptr<cuda_rt::Event> order_event_;
-  unsigned long long last_stream_ = 0;  // the last eager call's stream id (order_after_previous)
-  bool have_last_ = false;
+  std::optional<unsigned long long> last_stream_;  // the last eager call's stream id
   std::array<const void*, 8> checked_{};
   size_t next_checked_ = 0;
   std::mutex error_mu_;                   // take_device_error: one reporter at a time

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What ACTORCC_LOG=info shows of a communicator's start, checked on a real run of the conformance
+# program (procs 2): each rank's ready line, stamped, with its construction's parts (local, join,
+# setup) adding up to its total, and the note of the communicator's first call with the time since
+# its init returned.
+set -u
+prog=$1
+log=$(ACTORCC_LOG=info "$prog" procs 2 2>&1)
+rc=$?
+fail=0
+[ "$rc" = 0 ] || { echo "FAIL: procs 2 exited $rc"; fail=1; }
+for r in 0 1; do
+  ready=$(echo "$log" | grep -E "^\[actorcc INFO pid [0-9]+ [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}\] rank $r/2 ready: backend cpu, " |
+    head -1)
+  if [ -z "$ready" ]; then
+    echo "FAIL: no stamped ready line of rank $r"
+    fail=1
+  elif ! echo "$ready" | awk '{
+      if (!match($0, /; in [0-9.]+ ms: local [0-9.]+, join [0-9.]+, setup [0-9.]+$/)) exit 1
+      split(substr($0, RSTART), f, /[^0-9.]+/)  # f[2]: total, f[3..5]: the parts
+      d = f[2] - f[3] - f[4] - f[5]; exit (d < -0.5 || d > 0.5) }'; then
+    echo "FAIL: rank $r's ready line lacks its parts, or they do not add up: $ready"
+    fail=1
+  fi
+  echo "$log" | grep -qE "ncclAllReduce: rank $r of 2: the communicator's first call, [0-9]+\.[0-9] ms after its init returned" ||
+    { echo "FAIL: no first-call note of rank $r"; fail=1; }
+done
+[ "$fail" = 0 ] && echo "PASS: both ranks' ready lines and first-call notes" || echo "$log" | grep "^\[actorcc" | head -20
+exit "$fail"

@@ -115,7 +115,8 @@
 #               times; variants (REPORTSHAPE_VARIANTS, default all): actorcc's library preloaded
 #               (actorcc-2, actorcc-4; actorcc-devid-4 with device_id), NVIDIA's (nvidia-2, NCCL_HOSTID
 #               per rank where the ranks share a GPU), actorcc.Communicator (api-2, api-4: the
-#               baseline; builds the extension); REPORTSHAPE_REPEAT=K runs them all K times. ~2 min
+#               baseline; builds the extension); REPORTSHAPE_REPEAT=K runs them all K times;
+#               REPORTSHAPE_LOG: the ranks' ACTORCC_LOG (default info). ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
 #   elastic     (<= 220 s) elastic membership on the CUDA backend, 3 and 4 ranks sharing
 #               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
@@ -660,24 +661,24 @@ phase_ncclclients() {
 
 phase_reportshape() {
   ensure_nccl_abi || return
-  local ok=0 n=0 k v w name
+  local ok=0 n=0 k v w name log=${REPORTSHAPE_LOG:-info}
   local repeats=${REPORTSHAPE_REPEAT:-1} variants=${REPORTSHAPE_VARIANTS:-actorcc-2 actorcc-4 actorcc-devid-4 nvidia-2 api-2 api-4}
   # api: the baseline of the library's start-up and first call, actorcc's own API in the same script
   [[ $variants == *api-* ]] && { ensure_python_ext || variants=${variants//api-[0-9]/}; }
   for ((k = 1; k <= repeats; k++)); do
     for v in $variants; do
       w=${v##*-} name=reportshape-$v${REPORTSHAPE_REPEAT:+-r$k} n=$((n + 1))
-      # ACTORCC_LOG=info: each rank's "ready" line splits actorcc's part of the first call (local,
-      # join, setup) from torch's
+      # ACTORCC_LOG=info (REPORTSHAPE_LOG: another level): each rank's "ready" line splits
+      # actorcc's part of the first call (local, join, setup) from torch's
       case ${v%-*} in
-        actorcc) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG=info python3 bench/nccl_report_shape.py \
+        actorcc) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG="$log" python3 bench/nccl_report_shape.py \
           --world "$w" --timeout 140 --json "$OUT/$name.json" ;;
-        actorcc-devid) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG=info python3 \
+        actorcc-devid) step "$name" 150 env LD_PRELOAD="$NCCL_ABI_LIB" ACTORCC_LOG="$log" python3 \
           bench/nccl_report_shape.py --device-id --world "$w" --timeout 140 --json "$OUT/$name.json" ;;
         # NVIDIA's NCCL refuses ranks sharing a GPU unless they seem on other hosts
         nvidia) step "$name" 150 python3 bench/nccl_report_shape.py --world "$w" --hostid-per-rank --timeout 140 \
           --json "$OUT/$name.json" ;;
-        api) step "$name" 100 env PYTHONPATH="$PKG" ACTORCC_LOG=info python3 bench/nccl_report_shape.py \
+        api) step "$name" 100 env PYTHONPATH="$PKG" ACTORCC_LOG="$log" python3 bench/nccl_report_shape.py \
           --backend actorcc-api --world "$w" --timeout 90 --json "$OUT/$name.json" ;;
         *) echo "reportshape: unknown variant $v" >"$OUT/logs/$name.log"; false ;;
       esac && ok=$((ok + 1))

@@ -203,7 +203,11 @@ extern "C" const char* ncclActorccVersion() { return actorcc::version(); }
 extern "C" ncclResult_t ncclGetUniqueId(ncclUniqueId* out) {
   return guarded(nullptr, "ncclGetUniqueId", [&] {
     if (!out) return set_error(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    const auto t0 = std::chrono::steady_clock::now();
     const UniqueId id = UniqueId::create();  // starts the group's root in this process
+    using Ms = std::chrono::duration<double, std::milli>;
+    const double ms = Ms(std::chrono::steady_clock::now() - t0).count();
+    LOG_DEBUG("ncclGetUniqueId: the group's root started in " << ms << " ms");
     std::memset(out->internal, 0, sizeof out->internal);
     std::memcpy(out->internal, id.bytes.data(), id.bytes.size());
     return ncclSuccess;

@@ -79,6 +79,9 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   // A UniqueId.create() root listens before its id exists, so a refused connection means it is
   // gone for good: fail now with the reason instead of retrying until the join deadline. A
   // from_address root starts with rank 0, which may come later: retry for it.
+  // ACTORCC_LOG=debug: the join's steps, timed from here (a slow join shows where it waited)
+  const auto t_join = Clock::now();
+  auto since = [&t_join] { return duration<double, std::milli>(Clock::now() - t_join).count(); };
   net::Fd fd;
   try {
     fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank,
@@ -120,6 +123,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
       wire::send_message(fd.get(), wire::Abort{rank, abort->reason(), rank}, Deadline::after(kAbortSendTimeout));
     abort->rethrow();
   };
+  LOG_DEBUG("actorcc rank " << rank << ": connected to the root at " << where << " in " << since() << " ms");
   net::IoResult io = wire::send_message(fd.get(), h, answer_by, abort.get());
   if (io.status == IoStatus::Aborted) abort->rethrow();
   if (io.status == IoStatus::Timeout) no_answer();
@@ -137,6 +141,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     if (in.io.status == IoStatus::Closed) root_lost(in.io.detail);
     wire::Message& m = *in.msg;
     if (auto* w = std::get_if<wire::Welcome>(&m)) {
+      LOG_DEBUG("actorcc rank " << rank << ": the group formed (the root's WELCOME) " << since() << " ms into the join");
       if (static_cast<int>(w->blobs.size()) != world)
         root_lost("its WELCOME has " + std::to_string(w->blobs.size()) + " blobs for world size " +
                   std::to_string(world));

@@ -110,6 +110,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
                             << joined_from[h.rank]);
   if (!disputed.empty()) settle_world(false);
   if (joined == world && !failure) {
+    LOG_DEBUG("actorcc root " << where << ": all " << world << " ranks joined: WELCOME");
     welcomed = true;
     wire::Welcome w{std::move(blobs)};
     blobs.clear();

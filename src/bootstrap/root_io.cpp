@@ -103,6 +103,7 @@ void RootServer::Impl::accept_all() {
       [&](net::Fd fd) {
         Conn& c = conns.emplace_back();
         c.peer = net::peer_name(fd.get());
+        LOG_DEBUG("actorcc root " << where << ": accepted a connection from " << c.peer);
         c.fd = std::move(fd);
         c.hello_by = Clock::now() + kHelloTimeout;
       },
@@ -224,6 +225,7 @@ int RootServer::Impl::poll_timeout() const {
 }
 
 void RootServer::Impl::run() {
+  LOG_DEBUG("actorcc root " << where << ": serving");
   std::vector<pollfd> pfds;
   std::vector<Conn*> order;
   while (!stop.load(std::memory_order_acquire)) {

@@ -9,6 +9,7 @@
 #include "bootstrap/frame_io.hpp"
 #include "bootstrap/id_fields.hpp"
 #include "common/log.hpp"
+#include "common/thread_cpu.hpp"
 
 namespace actorcc {
 
@@ -81,6 +82,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   // from_address root starts with rank 0, which may come later: retry for it.
   // ACTORCC_LOG=debug: the join's steps, timed from here (a slow join shows where it waited)
   const auto t_join = Clock::now();
+  const std::optional<ThreadCpu> cpu_join =
+      log::level() >= log::Level::Debug ? thread_cpu() : std::nullopt;
   auto since = [&t_join] { return duration<double, std::milli>(Clock::now() - t_join).count(); };
   net::Fd fd;
   try {
@@ -141,7 +144,11 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     if (in.io.status == IoStatus::Closed) root_lost(in.io.detail);
     wire::Message& m = *in.msg;
     if (auto* w = std::get_if<wire::Welcome>(&m)) {
-      LOG_DEBUG("actorcc rank " << rank << ": the group formed (the root's WELCOME) " << since() << " ms into the join");
+      if (log::level() >= log::Level::Debug) {
+        const std::string cpu = thread_cpu_since(cpu_join);  // first: its span lies within since()'s
+        LOG_DEBUG("actorcc rank " << rank << ": the group formed (the root's WELCOME) " << since()
+                                  << " ms into the join" << cpu);
+      }
       if (static_cast<int>(w->blobs.size()) != world)
         root_lost("its WELCOME has " + std::to_string(w->blobs.size()) + " blobs for world size " +
                   std::to_string(world));

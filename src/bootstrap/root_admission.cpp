@@ -110,7 +110,13 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
                             << joined_from[h.rank]);
   if (!disputed.empty()) settle_world(false);
   if (joined == world && !failure) {
-    LOG_DEBUG("actorcc root " << where << ": all " << world << " ranks joined: WELCOME");
+    if (log::level() >= log::Level::Debug) {
+      // The thread's figures first: their span then lies within the time they are set against.
+      const std::string cpu = thread_cpu_since(serving_cpu);
+      const double ms = duration<double, std::milli>(Clock::now() - serving_since).count();
+      LOG_DEBUG("actorcc root " << where << ": all " << world << " ranks joined: WELCOME, " << ms
+                                << " ms after it began serving" << cpu);
+    }
     welcomed = true;
     wire::Welcome w{std::move(blobs)};
     blobs.clear();

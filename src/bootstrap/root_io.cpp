@@ -225,6 +225,10 @@ int RootServer::Impl::poll_timeout() const {
 }
 
 void RootServer::Impl::run() {
+  if (log::level() >= log::Level::Debug) {
+    serving_since = Clock::now();
+    serving_cpu = thread_cpu();
+  }
   LOG_DEBUG("actorcc root " << where << ": serving");
   std::vector<pollfd> pfds;
   std::vector<Conn*> order;

@@ -16,6 +16,7 @@
 #include "bootstrap/stranger_gate.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/deadline.hpp"
+#include "common/thread_cpu.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -116,6 +117,10 @@ struct RootServer::Impl {
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
   net::StrangerGate gate;  // the cap, the EMFILE back-off, the log limit
   Clock::time_point next_join_note{};  // when to say again which ranks have not joined
+  // ACTORCC_LOG=debug: when the thread began serving, and its CPU figures then (the WELCOME's
+  // line says whether a slow formation was this thread waiting for a CPU)
+  Clock::time_point serving_since{};
+  std::optional<ThreadCpu> serving_cpu;
 
   std::list<Conn> conns;  // list: stable addresses for rank_conn
   int world = -1;

@@ -1,0 +1,22 @@
+// The calling thread's time on a CPU and waiting in a run queue for one (Linux: the scheduler's
+// per-thread figures in /proc/thread-self/schedstat). A step that took long while its thread did
+// little splits into "ready but not scheduled" (waited) and "blocked" (neither) with these two.
+#pragma once
+#include <optional>
+#include <string>
+
+namespace actorcc {
+
+struct ThreadCpu {
+  double on_cpu_ms = 0;
+  double waited_ms = 0;
+};
+
+// Nothing where the kernel does not keep the figures.
+std::optional<ThreadCpu> thread_cpu() noexcept;
+
+// "; this thread since then: X ms on a CPU, Y ms waiting for one", or "" without figures; for a
+// debug line about a step that began at `start` (thread_cpu() taken then, on this thread).
+std::string thread_cpu_since(const std::optional<ThreadCpu>& start);
+
+}  // namespace actorcc

@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iomanip>
 #include <sstream>
@@ -27,8 +28,19 @@ std::optional<ThreadCpu> thread_cpu() noexcept {
   buf[n] = '\0';
   uint64_t run_ns = 0, wait_ns = 0;
   if (std::sscanf(buf, "%" SCNu64 " %" SCNu64, &run_ns, &wait_ns) != 2) return std::nullopt;
-  return ThreadCpu{static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6,
-                   static_cast<double>(wait_ns) / 1e6};
+  ThreadCpu t{static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6,
+              static_cast<double>(wait_ns) / 1e6};
+  // stat: "pid (comm) state ..." with minflt the 10th field and majflt the 12th; comm may hold
+  // spaces and parentheses, so the fields are counted from the last ')'.
+  UniqueFd st(::open("/proc/thread-self/stat", O_RDONLY | O_CLOEXEC));
+  char sb[1024];
+  const ssize_t m = st ? ::read(st.get(), sb, sizeof sb - 1) : -1;
+  if (m > 0) {
+    sb[m] = '\0';
+    if (const char* rp = std::strrchr(sb, ')'))
+      std::sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %lu %*u %lu", &t.minor_faults, &t.major_faults);
+  }
+  return t;
 }
 
 std::string thread_cpu_since(const std::optional<ThreadCpu>& start) {
@@ -36,7 +48,9 @@ std::string thread_cpu_since(const std::optional<ThreadCpu>& start) {
   if (!start || !now) return "";
   std::ostringstream os;
   os << std::fixed << std::setprecision(2) << "; this thread since then: " << now->on_cpu_ms - start->on_cpu_ms
-     << " ms on a CPU, " << now->waited_ms - start->waited_ms << " ms waiting for one";
+     << " ms on a CPU, " << now->waited_ms - start->waited_ms << " ms waiting for one, "
+     << now->minor_faults + now->major_faults - start->minor_faults - start->major_faults << " page faults ("
+     << now->major_faults - start->major_faults << " major)";
   return os.str();
 }
 

@@ -10,13 +10,17 @@ namespace actorcc {
 struct ThreadCpu {
   double on_cpu_ms = 0;
   double waited_ms = 0;
+  // Page faults: a thread that is neither on a CPU nor waiting for one may be in a fault
+  // (a major one reads from a file; a minor one may wait for the process's memory-map lock).
+  unsigned long minor_faults = 0;
+  unsigned long major_faults = 0;
 };
 
 // Nothing where the kernel does not keep the figures.
 std::optional<ThreadCpu> thread_cpu() noexcept;
 
-// "; this thread since then: X ms on a CPU, Y ms waiting for one", or "" without figures; for a
-// debug line about a step that began at `start` (thread_cpu() taken then, on this thread).
+// "; this thread since then: X ms on a CPU, Y ms waiting for one, F page faults (M major)", or ""
+// without figures; for a debug line about a step that began at `start` (thread_cpu() taken then, on this thread).
 std::string thread_cpu_since(const std::optional<ThreadCpu>& start);
 
 }  // namespace actorcc

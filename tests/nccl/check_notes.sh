@@ -31,7 +31,7 @@ done
 
 dlog=$(ACTORCC_LOG=debug "$prog" procs 2 2>&1)
 [ $? = 0 ] || { echo "FAIL: procs 2 at debug exited non-zero"; fail=1; }
-cpu="; this thread since then: [0-9]+\.[0-9]{2} ms on a CPU, [0-9]+\.[0-9]{2} ms waiting for one"
+cpu="; this thread since then: [0-9]+\.[0-9]{2} ms on a CPU, [0-9]+\.[0-9]{2} ms waiting for one, [0-9]+ page faults \([0-9]+ major\)"
 [ -r /proc/thread-self/schedstat ] || cpu=""
 # X ms for the step, A ms on a CPU, B ms waiting: A + B <= X (the figures are read within the
 # step's span; 0.02 ms for their rounding)

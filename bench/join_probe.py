@@ -194,21 +194,17 @@ def main():
         ranks.send(0, "MKID")
         return ranks.answer(0)[1].strip()
 
+    make_id = rank0_id if a.root.startswith("rank0") else launcher_id
     with tempfile.TemporaryDirectory(prefix="join_probe-") as logdir:
         ranks = Ranks(a, logdir)
-        early = [ranks.answer(r)[1].strip() for r in range(a.world)][0]
+        early = [ranks.answer(r)[1].strip() for r in range(a.world)][0]  # every READY; rank 0's id
         trials = []
         for t in range(a.trials):
             time.sleep(0.5)  # the ranks idle between trials, as between a job's groups
-            if a.root == "rank0-jit":
-                uid = rank0_id()
-            elif a.root == "launcher-jit":
-                uid = launcher_id()
-            else:  # an id made a second before the joins (at the start, for trial 0)
-                uid = early if t == 0 else (rank0_id() if a.root == "rank0-early" else launcher_id())
-                if a.root == "launcher-early" and t == 0:
-                    uid = launcher_id()
-                time.sleep(1.0)
+            # rank0-early's first id is the one rank 0 made at its start
+            uid = early if (a.root == "rank0-early" and t == 0) else make_id()
+            if a.root.endswith("-early"):
+                time.sleep(1.0)  # the id, and its root, a second older than the joins
             start = time.monotonic()
             for r in range(a.world):
                 ranks.send(r, "GO " + uid)

@@ -14,32 +14,39 @@
 
 namespace actorcc {
 
+namespace {
+
+// Reads a small /proc file into `buf` (NUL-terminated); false when it cannot. A read(2) rather
+// than a stream: this runs on a joining thread, and allocates nothing.
+template <size_t N>
+bool read_proc(const char* path, char (&buf)[N]) noexcept {
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  const ssize_t n = fd ? ::read(fd.get(), buf, N - 1) : -1;
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+}  // namespace
+
 std::optional<ThreadCpu> thread_cpu() noexcept {
   // The time on a CPU from the thread's clock, which counts the running slice up to now
   // (schedstat's first field lags by up to a scheduler tick); the wait from schedstat's second.
   timespec ts{};
   if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return std::nullopt;
-  // A read(2) rather than a stream: this runs on a joining thread, and allocates nothing.
-  UniqueFd fd(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
   char buf[128];
-  const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
-  if (n <= 0) return std::nullopt;
-  buf[n] = '\0';
   uint64_t run_ns = 0, wait_ns = 0;
-  if (std::sscanf(buf, "%" SCNu64 " %" SCNu64, &run_ns, &wait_ns) != 2) return std::nullopt;
+  if (!read_proc("/proc/thread-self/schedstat", buf) ||
+      std::sscanf(buf, "%" SCNu64 " %" SCNu64, &run_ns, &wait_ns) != 2)
+    return std::nullopt;
   ThreadCpu t{static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6,
               static_cast<double>(wait_ns) / 1e6};
   // stat: "pid (comm) state ..." with minflt the 10th field and majflt the 12th; comm may hold
   // spaces and parentheses, so the fields are counted from the last ')'.
-  UniqueFd st(::open("/proc/thread-self/stat", O_RDONLY | O_CLOEXEC));
   char sb[1024];
-  const ssize_t m = st ? ::read(st.get(), sb, sizeof sb - 1) : -1;
-  if (m > 0) {
-    sb[m] = '\0';
+  if (read_proc("/proc/thread-self/stat", sb))
     if (const char* rp = std::strrchr(sb, ')'))
       std::sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %lu %*u %lu", &t.minor_faults, &t.major_faults);
-  }
   return t;
 }
 

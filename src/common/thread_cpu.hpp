@@ -1,6 +1,6 @@
-// The calling thread's time on a CPU and waiting in a run queue for one (Linux: the scheduler's
-// per-thread figures in /proc/thread-self/schedstat). A step that took long while its thread did
-// little splits into "ready but not scheduled" (waited) and "blocked" (neither) with these two.
+// The calling thread's time on a CPU, waiting in a run queue for one, and its page faults (Linux:
+// the thread's CPU clock and /proc/thread-self/schedstat and stat). A step that took long while
+// its thread did little splits into "ready but not scheduled" (waited) and "blocked" (neither).
 #pragma once
 #include <optional>
 #include <string>
@@ -20,7 +20,8 @@ struct ThreadCpu {
 std::optional<ThreadCpu> thread_cpu() noexcept;
 
 // "; this thread since then: X ms on a CPU, Y ms waiting for one, F page faults (M major)", or ""
-// without figures; for a debug line about a step that began at `start` (thread_cpu() taken then, on this thread).
+// without figures; for a debug line about a step that began at `start` (thread_cpu() taken
+// then, on this thread).
 std::string thread_cpu_since(const std::optional<ThreadCpu>& start);
 
 }  // namespace actorcc

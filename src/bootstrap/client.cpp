@@ -8,6 +8,7 @@
 #include "actorcc/error.hpp"
 #include "bootstrap/frame_io.hpp"
 #include "bootstrap/id_fields.hpp"
+#include "common/fd_table.hpp"
 #include "common/log.hpp"
 #include "common/thread_cpu.hpp"
 
@@ -126,7 +127,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
       wire::send_message(fd.get(), wire::Abort{rank, abort->reason(), rank}, Deadline::after(kAbortSendTimeout));
     abort->rethrow();
   };
-  LOG_DEBUG("actorcc rank " << rank << ": connected to the root at " << where << " in " << since() << " ms");
+  LOG_DEBUG("actorcc rank " << rank << ": connected to the root at " << where << " in " << since() << " ms; "
+                            << fd_table_note());
   net::IoResult io = wire::send_message(fd.get(), h, answer_by, abort.get());
   if (io.status == IoStatus::Aborted) abort->rethrow();
   if (io.status == IoStatus::Timeout) no_answer();

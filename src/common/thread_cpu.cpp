@@ -1,8 +1,5 @@
 #include "common/thread_cpu.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -10,24 +7,9 @@
 #include <iomanip>
 #include <sstream>
 
-#include "common/unique_fd.hpp"
+#include "common/proc_file.hpp"
 
 namespace actorcc {
-
-namespace {
-
-// Reads a small /proc file into `buf` (NUL-terminated); false when it cannot. A read(2) rather
-// than a stream: this runs on a joining thread, and allocates nothing.
-template <size_t N>
-bool read_proc(const char* path, char (&buf)[N]) noexcept {
-  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  const ssize_t n = fd ? ::read(fd.get(), buf, N - 1) : -1;
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  return true;
-}
-
-}  // namespace
 
 std::optional<ThreadCpu> thread_cpu() noexcept {
   // The time on a CPU from the thread's clock, which counts the running slice up to now

@@ -4,7 +4,7 @@
 # setup) adding up to its total, and the note of the communicator's first call with the time since
 # its init returned. Then at ACTORCC_LOG=debug: the root's WELCOME line and each rank's "group
 # formed" line, with their threads' time on a CPU and waiting for one (where the kernel keeps it),
-# which together cannot exceed the step's own time.
+# which together cannot exceed the step's own time, and each rank's descriptor table, grown at load.
 set -u
 prog=$1
 log=$(ACTORCC_LOG=info "$prog" procs 2 2>&1)
@@ -49,6 +49,18 @@ check_line() {  # PATTERN WHAT
 check_line "actorcc root [^ ]+: all 2 ranks joined: WELCOME, [0-9.e-]+ ms after it began serving" "the root's WELCOME"
 for r in 0 1; do
   check_line "actorcc rank $r: the group formed \(the root's WELCOME\) [0-9.e-]+ ms into the join" "rank $r's join"
+done
+# Each rank's process grew its descriptor table when the library loaded (common/fd_table.hpp),
+# to 4096 slots or the soft limit on descriptors, so no socket of the join has to grow it.
+want=$(ulimit -Sn)
+[ "$want" = unlimited ] || [ "$want" -gt 4096 ] && want=4096
+for r in 0 1; do
+  line=$(echo "$dlog" | grep -E "actorcc rank $r: connected to the root at [^ ]+ in [0-9.e-]+ ms; the descriptor table: [0-9]+ slots" |
+    head -1)
+  slots=$(echo "$line" | sed -nE 's/.*the descriptor table: ([0-9]+) slots.*/\1/p')
+  if [ -z "$slots" ] || [ "$slots" -lt "$want" ]; then
+    echo "FAIL: rank $r's descriptor table is not at least $want slots: $line"; fail=1
+  fi
 done
 with=""
 [ -n "$cpu" ] && with=" with the CPU figures of their threads"

@@ -12,6 +12,14 @@ store and watchdog threads), as under init_process_group. Prints one JSON line: 
 rank's init and join (the ready line's part) in ms, and each rank's busiest threads over its
 init: [ms waiting for a CPU, ms on a CPU, comm], a thread new since the init's start marked "*".
 Trial 0 is each process's first join; later trials show what a warm process pays.
+
+--sample MS: a sampler process reads every thread of ranks 0 and 1 from /proc over the first MS ms
+of each trial's joins (state, system call, wait channel, and the kernel stack where the reader may
+see it), and each trial lists the waits of the threads that joined (the main thread, and threads
+new since the id was made: the root's, a rank's) and every uninterruptible wait: [ms from the
+joins' start, ms, state, what]. A join that takes long while its threads run little waits
+somewhere in the kernel; this names where (e.g. accept4 in synchronize_rcu, a descriptor table
+growing; see src/common/fd_table.hpp).
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import argparse
 import ctypes
 import json
 import os
+import platform
 import re
 import select
 import socket
@@ -53,6 +62,98 @@ def busiest(before, after, n=3):
         rows.append([round((wait - w0) / 1e6, 2), round((run - r0) / 1e6, 2), comm + ("" if tid in before else "*")])
     rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
     return rows[:n]
+
+
+# x86-64 system call numbers a joining thread is seen in (/proc/<tid>/syscall gives the number)
+SYSCALLS = {0: "read", 1: "write", 3: "close", 7: "poll", 9: "mmap", 10: "mprotect", 11: "munmap", 16: "ioctl",
+            35: "nanosleep", 41: "socket", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 202: "futex",
+            230: "clock_nanosleep", 232: "epoll_wait", 257: "openat", 271: "ppoll", 281: "epoll_pwait",
+            288: "accept4"} if platform.machine() == "x86_64" else {}
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def sample_main(a):
+    """The sampler (a process of its own, so the GIL of no sampled process is involved): reads
+    each thread of --sample-pid until --sample ms have passed, and writes runs of equal samples
+    per thread to --sample-out: {tid: [[t0, t1, state, what], ...]} with t in CLOCK_MONOTONIC ms."""
+    base = f"/proc/{a.sample_pid}/task"
+    stacks = read_text(f"/proc/{a.sample_pid}/stack") is not None  # needs privileges
+    print("READY", flush=True)
+    runs, names = {}, {}
+    end = time.monotonic() + a.sample / 1e3
+    while time.monotonic() < end:
+        try:
+            tids = os.listdir(base)
+        except OSError:  # the process ended
+            break
+        for tid in tids:
+            st = read_text(f"{base}/{tid}/stat")
+            call = read_text(f"{base}/{tid}/syscall")
+            if st is None or call is None:
+                continue
+            state = st[st.rfind(")") + 2]
+            names.setdefault(tid, st[st.find("(") + 1:st.rfind(")")])
+            f = call.split()
+            # "running"; "-1 ..." blocked outside a system call (a page fault); else the call's number
+            what = f[0] if f[0] == "running" else ("fault" if f[0] == "-1" else SYSCALLS.get(int(f[0]), "syscall " + f[0]))
+            if state != "R":
+                what += " in " + (read_text(f"{base}/{tid}/wchan") or "?")
+                if stacks and state == "D":
+                    frames = (read_text(f"{base}/{tid}/stack") or "").split()
+                    what += " <- " + " <- ".join(x.split("+")[0] for x in frames if "+" in x)[:200]
+            t = time.monotonic() * 1e3
+            r = runs.setdefault(tid, [])
+            if r and r[-1][2:] == [state, what]:
+                r[-1][1] = t
+            else:
+                r.append([t, t, state, what])
+    with open(a.sample_out, "w") as f:
+        json.dump({"names": names, "runs": runs}, f)
+    return 0
+
+
+class Sampler:
+    """Samples ranks 0 and 1 over one trial's joins (see sample_main)."""
+
+    def __init__(self, a, pids, logdir, trial):
+        self.pids = pids
+        self.old = {pid: set(os.listdir(f"/proc/{pid}/task")) for pid in pids}  # before the id was made
+        self.a, self.logdir, self.trial, self.procs = a, logdir, trial, []
+
+    def start(self):
+        for k, pid in enumerate(self.pids):
+            out = os.path.join(self.logdir, f"sample-{self.trial}-{k}.json")
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--sample", str(self.a.sample),
+                                  "--sample-pid", str(pid), "--sample-out", out], stdout=subprocess.PIPE, text=True)
+            self.procs.append((p, out))
+        for p, _ in self.procs:
+            if p.stdout.readline().strip() != "READY":
+                raise SystemExit("join_probe: the sampler did not start")
+
+    def waits(self, start):
+        """Per sampled rank: [thread, ms from the joins' start, ms, state, what] of the joining
+        threads' runs of at least 1 ms, and every uninterruptible wait."""
+        out = []
+        for (p, path), pid in zip(self.procs, self.pids):
+            p.wait(timeout=30)
+            with open(path) as f:
+                d = json.load(f)
+            rows = []
+            for tid, runs in d["runs"].items():
+                who = "main" if tid == str(pid) else f"{d['names'][tid]} {tid}" + ("*" if tid not in self.old[pid] else "")
+                joining = who == "main" or who.endswith("*")
+                for t0, t1, state, what in runs:
+                    if (joining and t1 - t0 >= 1) or state == "D":
+                        rows.append([who, round(t0 - start * 1e3, 2), round(t1 - t0, 2), state, what])
+            out.append(sorted(rows, key=lambda r: r[1]))
+        return out
 
 
 def rank_main(a):
@@ -170,9 +271,15 @@ def main():
     p.add_argument("--torch-pg", action="store_true", help="torch.distributed's process group up in each rank")
     p.add_argument("--timeout", type=float, default=60, help="seconds a rank may take to answer")
     p.add_argument("--json", help="also write the result here")
+    p.add_argument("--sample", type=float, default=0, metavar="MS",
+                   help="sample ranks 0 and 1's threads over the first MS ms of each trial's joins")
     p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--sample-pid", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--sample-out", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.sample_pid:
+        return sample_main(a)
     if a.lib is None:
         import actorcc.nccl
         a.lib = actorcc.nccl.library_path()
@@ -201,10 +308,13 @@ def main():
         trials = []
         for t in range(a.trials):
             time.sleep(0.5)  # the ranks idle between trials, as between a job's groups
+            sampler = Sampler(a, [p.pid for p in ranks.procs[:2]], logdir, t) if a.sample else None
             # rank0-early's first id is the one rank 0 made at its start
             uid = early if (a.root == "rank0-early" and t == 0) else make_id()
             if a.root.endswith("-early"):
                 time.sleep(1.0)  # the id, and its root, a second older than the joins
+            if sampler:
+                sampler.start()
             start = time.monotonic()
             for r in range(a.world):
                 ranks.send(r, "GO " + uid)
@@ -216,6 +326,8 @@ def main():
                 raise SystemExit("join_probe: ncclCommInitRank failed: " + "; ".join(bad))
             trials.append({"trial": t, "all_done_ms": round(wall, 2), "init_ms": [d["init_ms"] for d in done],
                            "threads": [d["threads"] for d in done]})
+            if sampler:
+                trials[-1]["waits"] = sampler.waits(start)
         ranks.close()
         joins = ranks.joins()
     for t in trials:

@@ -1,6 +1,7 @@
 """bench/join_probe.py on the CPU backend: ranks joining through actorcc's libnccl.so.2 with the
 root in rank 0 or in the launcher, made just before or a second before; every trial's figures
-present and consistent, and a rank that dies is named rather than waited for."""
+present and consistent, the sampler's waits of ranks 0 and 1, and a rank that dies is named rather
+than waited for."""
 import json
 import os
 import subprocess
@@ -36,6 +37,21 @@ def test_probe_reports_every_trial(root, tmp_path):
         assert t["all_done_ms"] + 0.5 >= max(t["init_ms"]), t
         for rows in t["threads"]:
             assert rows and all(len(r) == 3 and r[0] >= 0 and r[1] >= 0 for r in rows), rows
+
+
+def test_sampler_lists_the_joining_threads_waits(tmp_path):
+    out = tmp_path / "probe.json"
+    p = subprocess.run([sys.executable, SCRIPT, "--lib", library(), "--world", "3", "--trials", "2", "--sample", "80",
+                        "--timeout", "60", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for t in json.loads(out.read_text())["trials"]:
+        assert len(t["waits"]) == 2, t  # ranks 0 and 1
+        for rows in t["waits"]:
+            # the main thread spends the join (milliseconds on the CPU backend) on a CPU or waiting
+            assert any(r[0] == "main" for r in rows), rows
+            for who, start, ms, state, what in rows:
+                assert ms >= 1 or state == "D", rows
+                assert state in "RSDTtZ" and what and start > -100, rows
 
 
 def test_a_rank_that_dies_is_named(tmp_path):

@@ -11,6 +11,7 @@ Prints "STAGE <name>" when it reaches a stage the test waits for, and ends with 
 KeyboardInterrupt is left to Python (its traceback on stderr, exit status 1)."""
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -27,6 +28,10 @@ JOIN_TIMEOUT = float(os.environ.get("FAULT_PHASE_JOIN_TIMEOUT", "20"))
 N_SMALL = 1001          # odd: no route's block size divides it
 N_LARGE = (16 << 20) // 4  # 16 MiB of float32: a call that moves data for many rounds
 me_culprit = rank == culprit
+# Ctrl-C as a user's terminal delivers it: Python turns SIGINT into KeyboardInterrupt only where it
+# was not ignored when the interpreter started, and a test run launched in the background (an
+# asynchronous shell command) hands its children SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def stage(name):

@@ -54,6 +54,17 @@ def uid():
     return str(actorcc.UniqueId.create("127.0.0.1"))
 
 
+@pytest.fixture
+def nccl_lib():
+    """The path of actorcc's libnccl.so.2 under test (actorcc.nccl.library_path(): the installed
+    one, or $ACTORCC_NCCL_ABI_LIB); skips where the package was built without it."""
+    nccl = pytest.importorskip("actorcc.nccl")
+    try:
+        return nccl.library_path()
+    except Exception as e:  # a package built without the library
+        pytest.skip(f"no libnccl.so.2 in this build: {e}")
+
+
 def free_port():
     import socket
     s = socket.socket()

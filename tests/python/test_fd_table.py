@@ -56,18 +56,10 @@ def want(soft=0):
     return 4096 if cur == resource.RLIM_INFINITY else min(4096, cur)
 
 
-def library():
-    nccl = pytest.importorskip("actorcc.nccl")
-    try:
-        return nccl.library_path()
-    except Exception as e:  # a package built without the library
-        pytest.skip(f"no libnccl.so.2 in this build: {e}")
-
-
 @pytest.mark.parametrize("mode", ["one", "threads", "fork"])
 @pytest.mark.parametrize("which", ["libnccl.so.2", "import actorcc"])
-def test_loading_grows_the_table(mode, which):
-    lib = library() if which == "libnccl.so.2" else "import"
+def test_loading_grows_the_table(mode, which, request):
+    lib = request.getfixturevalue("nccl_lib") if which == "libnccl.so.2" else "import"
     out = run(mode, lib)
     if out["before"] >= want():
         pytest.skip(f"the table already has {out['before']} slots before the load")
@@ -77,10 +69,10 @@ def test_loading_grows_the_table(mode, which):
         assert out["child"] >= want(), out
 
 
-def test_soft_limit_caps_the_growth():
+def test_soft_limit_caps_the_growth(nccl_lib):
     """Under a soft limit of 300 descriptors the table grows to cover them (the kernel rounds the
     size up to a power of two) and no further, and the load does not fail."""
-    out = run("threads", library(), soft=300)
+    out = run("threads", nccl_lib, soft=300)
     if out["before"] >= 300:
         pytest.skip(f"the table already has {out['before']} slots before the load")
     assert 300 <= out["after"] < 4096, out

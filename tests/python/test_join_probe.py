@@ -13,18 +13,10 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.ab
                       "join_probe.py")
 
 
-def library():
-    nccl = pytest.importorskip("actorcc.nccl")
-    try:
-        return nccl.library_path()
-    except Exception as e:  # a package built without the library
-        pytest.skip(f"no libnccl.so.2 in this build: {e}")
-
-
 @pytest.mark.parametrize("root", ["rank0-jit", "rank0-early", "launcher-jit", "launcher-early"])
-def test_probe_reports_every_trial(root, tmp_path):
+def test_probe_reports_every_trial(root, tmp_path, nccl_lib):
     out = tmp_path / "probe.json"
-    p = subprocess.run([sys.executable, SCRIPT, "--lib", library(), "--world", "3", "--root", root, "--trials", "2",
+    p = subprocess.run([sys.executable, SCRIPT, "--lib", nccl_lib, "--world", "3", "--root", root, "--trials", "2",
                         "--timeout", "60", "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     got = json.loads(out.read_text())
@@ -39,9 +31,9 @@ def test_probe_reports_every_trial(root, tmp_path):
             assert rows and all(len(r) == 3 and r[0] >= 0 and r[1] >= 0 for r in rows), rows
 
 
-def test_sampler_lists_the_joining_threads_waits(tmp_path):
+def test_sampler_lists_the_joining_threads_waits(tmp_path, nccl_lib):
     out = tmp_path / "probe.json"
-    p = subprocess.run([sys.executable, SCRIPT, "--lib", library(), "--world", "3", "--trials", "2", "--sample", "80",
+    p = subprocess.run([sys.executable, SCRIPT, "--lib", nccl_lib, "--world", "3", "--trials", "2", "--sample", "80",
                         "--timeout", "60", "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     for t in json.loads(out.read_text())["trials"]:
@@ -54,13 +46,13 @@ def test_sampler_lists_the_joining_threads_waits(tmp_path):
                 assert state in "RSDTtZ" and what and start > -100, rows
 
 
-def test_a_rank_that_dies_is_named(tmp_path):
+def test_a_rank_that_dies_is_named(tmp_path, nccl_lib):
     # rank 1's process exits before its first join: the probe stops within its timeout, naming it
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     (tmp_path / "sitecustomize.py").write_text(
         "import os, sys\n"
         "if '--rank' in sys.argv and sys.argv[sys.argv.index('--rank') + 1] == '1':\n"
         "    os._exit(3)\n")
-    p = subprocess.run([sys.executable, SCRIPT, "--lib", library(), "--world", "2", "--trials", "1", "--timeout", "20"],
+    p = subprocess.run([sys.executable, SCRIPT, "--lib", nccl_lib, "--world", "2", "--trials", "1", "--timeout", "20"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode != 0 and "rank 1 exited or did not answer" in p.stderr, p.stdout + p.stderr

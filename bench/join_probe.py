@@ -41,17 +41,23 @@ class NcclUniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
 
+def read_text(path):
+    """A /proc file's text, or None where it is gone (a thread or process that ended)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def threads():
     """{tid: (comm, ns on a CPU, ns waiting for one)} of this process (Linux schedstat)."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                run, wait = (int(x) for x in f.read().split()[:2])
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                out[tid] = (f.read().strip(), run, wait)
-        except OSError:  # a thread that ended meanwhile
-            pass
+        sched, comm = read_text(f"/proc/self/task/{tid}/schedstat"), read_text(f"/proc/self/task/{tid}/comm")
+        if sched is not None and comm is not None:  # else a thread that ended meanwhile
+            run, wait = (int(x) for x in sched.split()[:2])
+            out[tid] = (comm.strip(), run, wait)
     return out
 
 
@@ -69,14 +75,6 @@ SYSCALLS = {0: "read", 1: "write", 3: "close", 7: "poll", 9: "mmap", 10: "mprote
             35: "nanosleep", 41: "socket", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 202: "futex",
             230: "clock_nanosleep", 232: "epoll_wait", 257: "openat", 271: "ppoll", 281: "epoll_pwait",
             288: "accept4"} if platform.machine() == "x86_64" else {}
-
-
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def sample_main(a):

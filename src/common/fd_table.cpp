@@ -18,6 +18,15 @@ namespace actorcc {
 
 namespace {
 
+// What a growth found and did, for the debug note.
+struct FdTableGrowth {
+  const char* when = "at load";  // or "after fork"
+  int slots_before = 0;          // /proc/self/status FDSize; 0 where unknown
+  int slots_after = 0;
+  int threads = 0;  // the process's threads then: with more than one, the growth waited
+  double ms = 0;    // for a grace period, taking `ms`
+};
+
 // The number after `key` in `text`, or 0. By hand rather than sscanf: this also runs in a child
 // of fork(), where only async-signal-safe work is sure to be safe.
 int field(const char* text, const char* key) noexcept {
@@ -66,6 +75,7 @@ FdTableGrowth grow(const char* when) noexcept {
   return g;
 }
 
+// The last growth: at the library's load, or in this child of fork().
 FdTableGrowth g_last;
 
 // Runs while the library loads (libactorcc.so, libnccl.so.2): before any thread of ours exists,
@@ -77,8 +87,6 @@ const bool g_loaded = [] {
 }();
 
 }  // namespace
-
-FdTableGrowth fd_table_growth() noexcept { return g_last; }
 
 std::string fd_table_note() {
   const FdTableGrowth g = g_last;

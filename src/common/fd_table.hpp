@@ -20,19 +20,8 @@ namespace actorcc {
 // for the pointers; a root admits a few thousand ranks before the table grows again.
 inline constexpr int kFdTableSlots = 4096;
 
-struct FdTableGrowth {
-  const char* when = "at load";  // or "after fork"
-  int slots_before = 0;          // /proc/self/status FDSize; 0 where unknown
-  int slots_after = 0;
-  int threads = 0;  // the process's threads then: with more than one, the growth waited
-  double ms = 0;    // for a grace period, taking `ms`
-};
-
-// The last growth: at the library's load, or in this child of fork() (zeros before the load's
-// ran, or where the figures could not be read).
-FdTableGrowth fd_table_growth() noexcept;
-
-// "the descriptor table: 4096 slots, grown from 256 at load (1 thread, 0.01 ms)", for a debug line.
+// The last growth (at the library's load, or in this child of fork()) for a debug line: "the
+// descriptor table: 4096 slots, grown from 256 at load (1 thread, 0.01 ms)".
 std::string fd_table_note();
 
 }  // namespace actorcc

@@ -4,7 +4,6 @@ process that loads libnccl.so.2 or imports actorcc, with one thread or several, 
 the kernel starts with a small table; no descriptor is left open or touched by it. Without it a
 group's first join could wait for an RCU grace period in accept() or socket() (18 ms measured)."""
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -132,8 +132,9 @@ class Sampler:
                                   "--sample-pid", str(pid), "--sample-out", out], stdout=subprocess.PIPE, text=True)
             self.procs.append((p, out))
         for p, _ in self.procs:
-            if p.stdout.readline().strip() != "READY":
-                raise SystemExit("join_probe: the sampler did not start")
+            ready, _, _ = select.select([p.stdout], [], [], self.a.timeout)
+            if not ready or p.stdout.readline().strip() != "READY":
+                raise SystemExit(f"join_probe: a sampler did not start within {self.a.timeout:.0f} s")
 
     def waits(self, start):
         """Per sampled rank: [thread, ms from the joins' start, ms, state, what] of the joining

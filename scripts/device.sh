@@ -115,8 +115,11 @@
 #               times; variants (REPORTSHAPE_VARIANTS, default all): actorcc's library preloaded
 #               (actorcc-2, actorcc-4; actorcc-devid-4 with device_id), NVIDIA's (nvidia-2, NCCL_HOSTID
 #               per rank where the ranks share a GPU), actorcc.Communicator (api-2, api-4: the
-#               baseline; builds the extension); REPORTSHAPE_REPEAT=K runs them all K times;
-#               REPORTSHAPE_LOG: the ranks' ACTORCC_LOG (default info). ~2 min
+#               baseline; builds the extension), torch's "actorcc" backend (actorcc-backend-4: the
+#               same Communicator under torch's own steps); REPORTSHAPE_REPEAT=K runs them all K
+#               times; REPORTSHAPE_LOG: the ranks' ACTORCC_LOG (default info). Each actorcc run is
+#               split by bench/first_call_split.py (the caller's steps and actorcc's; at info or
+#               debug): a SPLIT line and $OUT/<run>.split.json. ~2 min
 #   nccl        ncclconf ncclabi nccltests ncclclients reportshape
 #   elastic     (<= 220 s) elastic membership on the CUDA backend, 3 and 4 ranks sharing
 #               GPU 0: a rank SIGKILLed while the others' all_reduce kernel waits for it, shrink,
@@ -663,8 +666,12 @@ phase_reportshape() {
   ensure_nccl_abi || return
   local ok=0 n=0 k v w name log=${REPORTSHAPE_LOG:-info}
   local repeats=${REPORTSHAPE_REPEAT:-1} variants=${REPORTSHAPE_VARIANTS:-actorcc-2 actorcc-4 actorcc-devid-4 nvidia-2 api-2 api-4}
-  # api: the baseline of the library's start-up and first call, actorcc's own API in the same script
-  [[ $variants == *api-* ]] && { ensure_python_ext || variants=${variants//api-[0-9]/}; }
+  # api: the baseline of the library's start-up and first call, actorcc's own API in the same
+  # script; it and actorcc-backend need the extension
+  if [[ $variants == *api-* || $variants == *actorcc-backend-* ]] && ! ensure_python_ext; then
+    variants=${variants//api-[0-9]/}
+    variants=${variants//actorcc-backend-[0-9]/}
+  fi
   for ((k = 1; k <= repeats; k++)); do
     for v in $variants; do
       w=${v##*-} name=reportshape-$v${REPORTSHAPE_REPEAT:+-r$k} n=$((n + 1))
@@ -680,9 +687,16 @@ phase_reportshape() {
           --json "$OUT/$name.json" ;;
         api) step "$name" 100 env PYTHONPATH="$PKG" ACTORCC_LOG="$log" python3 bench/nccl_report_shape.py \
           --backend actorcc-api --world "$w" --timeout 90 --json "$OUT/$name.json" ;;
+        actorcc-backend) step "$name" 100 env PYTHONPATH="$PKG" ACTORCC_LOG="$log" python3 \
+          bench/nccl_report_shape.py --backend actorcc --world "$w" --timeout 90 --json "$OUT/$name.json" ;;
         *) echo "reportshape: unknown variant $v" >"$OUT/logs/$name.log"; false ;;
       esac && ok=$((ok + 1))
       grep -h "^rank\|^REPORTSHAPE" "$OUT/logs/$name.log"
+      # where the first call went (actorcc's variants at info or debug; NVIDIA's has no such lines)
+      if [ "${v%-*}" != nvidia ] && [ "$log" != warn ] && [ -f "$OUT/$name.json" ]; then
+        python3 bench/first_call_split.py --json "$OUT/$name.json" --log "$OUT/logs/$name.log" \
+          --out "$OUT/$name.split.json" | sed -n "s/^  spans: /SPLIT $name: /p"
+      fi
     done
   done
   nccl_verdict REPORTSHAPE $ok $n "report-shape runs passed ($variants; x$repeats)"

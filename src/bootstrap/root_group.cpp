@@ -191,11 +191,20 @@ void RootServer::Impl::on_lost(Conn& c) {
 void RootServer::Impl::log_losses(bool ending) {
   if (!losses) return;
   const bool together = static_cast<int>(losses->ranks.size()) == losses->connected;
-  if (!together && !ending && Clock::now() - losses->first < kLossGrace) return;
+  const bool in_grace = Clock::now() - losses->first < kLossGrace;
+  if (!together && !ending && in_grace) return;
   std::sort(losses->ranks.begin(), losses->ranks.end());
+  // Stopped by its own process within the grace: that process is ending with the ranks' (the
+  // driver that made the id exits right after ray.shutdown(), whose kills reach the actors one
+  // by one), so the losses so far are the same shutdown's, not failures. A root that ends
+  // because every other rank left keeps the warnings: then the lost ranks did fail.
+  const bool with_root = ending && in_grace && stop.load(std::memory_order_acquire);
   if (together)
     LOG_INFO("actorcc root " << where << ": " << rank_list(losses->ranks) << " disconnected together (their "
                              << "processes ended at once, as when a job shuts down): the group is over");
+  else if (with_root)
+    LOG_INFO("actorcc root " << where << ": " << rank_list(losses->ranks) << " disconnected as the process of "
+                             << "this root ended (as when a job shuts down): the group is over");
   else
     for (const auto& r : losses->reasons) LOG_WARN("actorcc root " << where << ": " << r);
   losses.reset();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <dirent.h>
@@ -218,4 +219,60 @@ TEST(BootstrapLimits, CleanLeaveIsToldToPendingAndLaterCalls) {
   });
   expect_ok(errs);
   EXPECT_LT(steady_clock::now() - t0, milliseconds(3000));
+}
+
+// A child process hosts the root and plays three ranks (threads); ranks 0 and 2 drop their
+// connections. Then either the process exits with rank 1 still connected (its root stopped by
+// the process's end, as a driver exits after ray.shutdown() has killed some of its actors but
+// not yet all), or rank 1 leaves first and the root ends on its own. Returns the child's stderr
+// (the default log level: warnings only).
+static std::string root_lines_of_child(bool last_rank_leaves) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    in_forked_child = true;
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    UniqueId id = UniqueId::create("127.0.0.1");
+    std::vector<std::unique_ptr<Bootstrap>> bs(3);
+    for (auto& e : run_ranks(3, [&](int r) { bs[r] = join(id, r, 3); }))
+      if (e) _exit(3);
+    for (int r : {0, 2}) dynamic_cast<bootstrap::BootstrapClient&>(*bs[r]).drop_connection_for_test();
+    std::this_thread::sleep_for(milliseconds(300));  // the root has read both losses
+    if (last_rank_leaves) {
+      bs[1].reset();  // leaves: the root's group is over and its thread ends
+      std::this_thread::sleep_for(milliseconds(300));
+      _exit(0);
+    }
+    for (auto& b : bs) (void)b.release();  // rank 1 stays connected to the end
+    std::exit(0);  // the registry's destructor stops the root
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;)
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+  std::string root;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (contains(l, "actorcc root")) root += l + "\n";
+  return root;
+}
+
+TEST(Bootstrap, LossesAsTheRootsOwnProcessEndsAreNoWarning) {
+  const std::string lines = root_lines_of_child(false);
+  EXPECT_FALSE(contains(lines, "WARN")) << lines;
+}
+
+TEST(Bootstrap, LossesBeforeTheOthersLeaveAreWarnings) {
+  const std::string lines = root_lines_of_child(true);
+  EXPECT_TRUE(contains(lines, "rank 0 (") && contains(lines, "rank 2 (")) << lines;
+  EXPECT_TRUE(contains(lines, "WARN") && contains(lines, "disconnected without leaving")) << lines;
 }

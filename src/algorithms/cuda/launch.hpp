@@ -18,28 +18,11 @@
 
 namespace actorcc::cuda {
 
-// While a LoadOnly lives on a thread, the launch functions of that thread load the kernel they
-// would launch and launch nothing: CUDA loads a kernel lazily, at its first launch, and the
-// backend's preload (backends/cuda/kernel_preload.hpp) takes that off a group's first call.
-// Every launch function but copy's reaches its kernel through launch_kernel only.
-inline thread_local bool tl_load_only = false;
-class LoadOnly {
- public:
-  LoadOnly() { tl_load_only = true; }
-  ~LoadOnly() { tl_load_only = false; }
-  LoadOnly(const LoadOnly&) = delete;
-  LoadOnly& operator=(const LoadOnly&) = delete;
-};
-
 // Launches `kernel` on a.stream, with programmatic dependent launch when t.pdl (the kernels
 // start with griddepcontrol.wait, so the result is the same either way).
 template <typename... KArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KArgs...), unsigned grid, unsigned block, const Tuning& t, cudaStream_t stream,
                           Args&&... args) {
-  if (tl_load_only) {
-    cudaFuncAttributes fa;
-    return cudaFuncGetAttributes(&fa, kernel);  // needs the loaded kernel, so loads it
-  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(block);

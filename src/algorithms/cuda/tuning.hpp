@@ -69,11 +69,7 @@ constexpr size_t kMaxCtaSetting = 1024;
   X(abort_poll_us, int, ABORT_POLL_US, 20, 0, 1000000, 1, false, "20",                                      \
     "how often (us) one thread per GPU reads the host abort word inside spinning kernels; 0 = every "      \
     "waiting thread reads it (the old behaviour, which stalled calls by ~1 ms after a skew); each rank "   \
-    "uses its own value")                                                                                  \
-  X(preload, int, PRELOAD, 1, 0, 1, 1, true, "1",                                                            \
-    "when a group is made, load on a thread of its own the kernels its first small all-reduce will "         \
-    "launch (float32 and bfloat16 sum): CUDA loads a kernel at its first launch, and the first call would "  \
-    "wait for that; 0 leaves the loading to the first calls; each rank uses its own value")
+    "uses its own value")
 
 #define ACTORCC_SETTING_FIELD(field, type, env, dflt, lo, hi, step, is_bool, doc_dflt, doc) type field = dflt;
 struct Tuning {

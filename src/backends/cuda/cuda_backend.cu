@@ -20,7 +20,6 @@
 #include "algorithms/cuda/planner.hpp"
 #include "algorithms/p2p_plan.hpp"
 #include "backends/cuda/cuda_settings.hpp"
-#include "backends/cuda/kernel_preload.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/cuda_owners.hpp"
 #include "common/deadline.hpp"
@@ -179,15 +178,11 @@ class CudaBackend final : public BackendImpl {
       if (auto p = w.lock()) *p->abort_word() = 1;
     });
     watchdog_ = std::make_unique<Watchdog>(kWatchdogPeriod, [this] { return take_device_error(); });
-    // Last: the group's shape and tuning are final; the loads run while the caller goes on.
-    if (mine.own.preload)
-      preload_ = std::make_unique<cuda::KernelPreload>(device_, kLaunch, dc_, agreed_.tune, forced_, W);
     LOG_INFO("rank " << ctx.rank << ": CUDA backend on device " << device_ << ", workspace " << (total >> 20)
                      << " MiB shared by " << ws_->mode() << ", " << NB << " CTAs, tile " << d.tile_bytes << " B");
   }
 
   ~CudaBackend() override {
-    preload_.reset();   // joins its loads
     watchdog_.reset();  // before anything it reads goes
     int prev = -1;
     if (cudaGetDevice(&prev) == cudaSuccess && prev != device_) cudaSetDevice(device_);
@@ -480,8 +475,7 @@ class CudaBackend final : public BackendImpl {
   size_t next_checked_ = 0;
   std::mutex error_mu_;                   // take_device_error: one reporter at a time
   std::atomic<bool> told_group_{false};  // the bootstrap abort went out (once)
-  std::unique_ptr<Watchdog> watchdog_;   // stopped first, before what it reads
-  std::unique_ptr<cuda::KernelPreload> preload_;  // reads none of the above (copies)
+  std::unique_ptr<Watchdog> watchdog_;   // last: stopped first, before what it reads
 };
 
 }  // namespace

@@ -12,13 +12,14 @@ lines them up on one clock:
     X ms before the line (the join and the backend's setup);
   - "ncclAllReduce: rank R of W: the communicator's first call" (actorcc's libnccl.so.2 only):
     where the first collective reached the library.
-Each milestone is the group's: the moment the last rank passed it, since the group moves at its
-slowest rank. The spans between them are named for who spends them: the init call (torch's
-rendezvous through its store, or actorcc's construction when the API is used), the caller's
-steps before the communicator is made (the first tensor; torch's lazy creation: the unique id
-and its trip through the store), the construction, the caller's steps between the construction
-and the call (torch's streams and events), and the first call to its result. Prints a table;
---out writes it as JSON.
+Each milestone (the init call returned, the construction began and was done, the first tensor
+made, the library called, the first result) is the group's: the moment the last rank passed it,
+since the group moves at its slowest rank. Four spans cover the whole, named for who spends them:
+the caller's steps before the construction (under torch: its init's store rendezvous, the first
+tensor, and in its lazy creation the unique id through the store; under the API: its own local
+steps only), the construction, the caller's steps between the construction and the call (torch's
+streams and events; the API's first tensor), and the first call to its result. Prints them;
+--out writes them as JSON.
 """
 from __future__ import annotations
 

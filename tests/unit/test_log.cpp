@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -43,7 +45,8 @@ TEST(Log, LinesOfProcessesSharingStderrArriveWhole) {
   std::string all;
   char chunk[65536];
   for (ssize_t n; (n = read(fds[0], chunk, sizeof chunk)) != 0;) {
-    if (n < 0) continue;  // EINTR
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0) << "reading the children's stderr: " << std::strerror(errno);
     all.append(chunk, static_cast<size_t>(n));
   }
   close(fds[0]);

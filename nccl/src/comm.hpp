@@ -86,6 +86,8 @@ struct ncclComm {
   size_t p2p_position = 0;  // the p2p batch runs where its first op was issued
   void* p2p_stream = nullptr;
   bool in_group = false;
+  // ncclCommDestroy or ncclCommAbort was called inside that group: the comm is freed at its end.
+  bool release_pending = false;
 };
 
 namespace actorcc::ncclabi {
@@ -170,10 +172,20 @@ ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept;
 // Frees a comm (and its Communicator) unless its init thread still runs (then that thread does).
 void release_comm(ncclComm* comm) noexcept;
 
+// --- comm_mgmt.cpp --------------------------------------------------------------------------
+// ncclCommAbort's first part: refuses the comm's later calls, aborts its group (every rank's
+// pending and later calls fail naming this rank), and waits until no call of the comm is inside
+// the library. release_comm then frees it.
+void abort_comm(ncclComm* comm) noexcept;
+
 // --- group.cpp ------------------------------------------------------------------------------
 bool in_group() noexcept;
 // Inside a group: appends `job` to the inits that ncclGroupEnd starts.
 void defer_init(ncclComm* comm, std::function<void()> job);
+// Inside a group: ncclCommDestroy (abort false) or ncclCommAbort frees `comm` at the outermost
+// ncclGroupEnd, after every init and call of the group (which may still use it). `fn` names the
+// call in the refusal of a second release of the same comm.
+ncclResult_t defer_release(ncclComm* comm, bool abort, const char* fn) noexcept;
 void defer_coll(ncclComm* comm, const CollCall& call);
 void defer_p2p(ncclComm* comm, const P2POp& op, void* stream);
 

@@ -988,6 +988,93 @@ static void elastic_api(void) {
   NCCLOK(ncclCommDestroy(comm));
 }
 
+/* ncclCommDestroy and ncclCommAbort inside a group take effect at the group's end, after its
+ * deferred inits and calls, which still use the comm (NCCL queues them there too); a second
+ * release of the same comm in the group is refused. One process, 1-rank comms; CI runs it under
+ * AddressSanitizer too (scripts/fuzz.sh), where any use of a freed comm fails it. */
+static ncclComm_t one_rank(void) {
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  return c;
+}
+static int mode_group_release(void) {
+  float x[4] = {1, 2, 3, 4}, y[4];
+  ncclUniqueId id;
+  ncclComm_t c = NULL, sub = NULL;
+  /* a deferred init, destroyed in its group */
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  NCCLOK(ncclCommDestroy(c));
+  NCCLOK(ncclGroupEnd());
+  /* a deferred all-reduce (nested groups: the outermost end runs it, then frees the comm) */
+  c = one_rank();
+  poison(y, sizeof y);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  NCCLOK(ncclGroupEnd());
+  CHECK(memcmp(x, y, sizeof x) != 0, "the inner group's end ran the all-reduce");
+  ncclResult_t r = ncclGroupEnd();
+  CHECK(r == ncclSuccess && memcmp(x, y, sizeof x) == 0, "a comm destroyed in the group of its all-reduce: %d (%s)",
+        (int)r, ncclGetLastError(NULL));
+  /* a grouped split whose parent is destroyed (twice: refused) in the same group */
+  c = one_rank();
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommSplit(c, 0, 0, &sub, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  CHECK(ncclCommDestroy(c) == ncclInvalidArgument, "a second destroy in the group");
+  CHECK(strstr(ncclGetLastError(c), "already destroyed"), "second destroy text: %s", ncclGetLastError(c));
+  CHECK(ncclCommAbort(c) == ncclInvalidArgument, "an abort after a destroy in the group");
+  NCCLOK(ncclGroupEnd());
+  poison(y, sizeof y);
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, sub, NULL));
+  CHECK(memcmp(x, y, sizeof x) == 0, "the split child of a parent destroyed in the group");
+  NCCLOK(ncclCommDestroy(sub));
+  /* an abort in a group: its deferred call is not run, the group's end says so, the comm is freed */
+  c = one_rank();
+  poison(y, sizeof y);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommAbort(c));
+  r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "aborted"), "a call of a comm aborted in its group: %d (%s)",
+        (int)r, ncclGetLastError(NULL));
+  /* an aborted deferred init, a destroyed nonblocking one */
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  NCCLOK(ncclCommAbort(c));
+  NCCLOK(ncclGroupEnd());
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  r = ncclCommInitRankConfig(&c, 1, id, 0, &cfg);
+  CHECK(r == ncclSuccess || r == ncclInProgress, "grouped nonblocking init: %d", (int)r);
+  NCCLOK(ncclCommDestroy(c));
+  r = ncclGroupEnd();
+  CHECK(r == ncclSuccess || r == ncclInProgress, "a nonblocking init destroyed in its group: %d", (int)r);
+  /* ncclGroupSimulateEnd drops the calls, frees the released comm; a shrink it dropped gave its
+   * claim on the parent back */
+  c = one_rank();
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommShrink(c, NULL, 0, &sub, NULL, NCCL_SHRINK_DEFAULT));
+  CHECK(ncclGroupSimulateEnd(&si) == ncclInvalidUsage, "simulate");
+  NCCLOK(ncclCommDestroy(sub)); /* its init never ran */
+  NCCLOK(ncclCommShrink(c, NULL, 0, &sub, NULL, NCCL_SHRINK_DEFAULT));
+  NCCLOK(ncclCommDestroy(sub));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  CHECK(ncclGroupSimulateEnd(&si) == ncclInvalidUsage, "simulate");
+  return g_fail ? 1 : 0;
+}
+
 static int mode_api(void) {
   /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
@@ -1123,7 +1210,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 #endif
-  if (strcmp(m, "api") == 0) {
+  if (strcmp(m, "api") == 0 || strcmp(m, "group_release") == 0) {
     /* The API checks use host scalars and the CPU-only mode's answers (device -1, host memory). */
     g_gpu = 0;
     setenv("ACTORCC_BACKEND", "cpu", 1);
@@ -1131,6 +1218,7 @@ int main(int argc, char** argv) {
   if (strcmp(m, "worker") == 0 && argc == 6) return worker(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
   int rc;
   if (strcmp(m, "api") == 0) rc = mode_api();
+  else if (strcmp(m, "group_release") == 0) rc = mode_group_release();
   else if (strcmp(m, "procs") == 0 && argc == 3) rc = launch("procs", atoi(argv[2]), 60, -1);
   else if (strcmp(m, "threads") == 0 && argc == 3) rc = mode_threads(atoi(argv[2]));
   else if (strcmp(m, "abort") == 0) rc = launch("abort", 2, 40, -1);

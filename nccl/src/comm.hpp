@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,12 @@ struct CollCall {
   int op;
   int root;
   void* stream;
+};
+
+// What an ncclCommRegister or ncclCommWindowRegister handle names (memory.cpp).
+struct RegisteredBuffer {
+  void* buf;
+  size_t bytes;
 };
 
 }  // namespace actorcc::ncclabi
@@ -79,6 +86,12 @@ struct ncclComm {
 
   std::mutex err_mu;
   std::string last_error;
+
+  // The comm's registration and window handles, by address: a handle is looked up here, never
+  // read through the caller's pointer (a stale or foreign one is refused, not dereferenced), and
+  // what is still registered is freed with the comm.
+  std::mutex reg_mu;
+  std::map<const void*, std::unique_ptr<actorcc::ncclabi::RegisteredBuffer>> registrations;
 
   // Deferred by the group open on the issuing thread (group.cpp).
   std::vector<actorcc::ncclabi::CollCall> pending;

@@ -470,6 +470,8 @@ static void* blocked_call(void* p) {
   /* On a GPU the call returns once enqueued; its kernel is what waits (until the abort). */
   if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
   a->took = now_s() - t0;
+  xfree(x);
+  xstream_free(st);
   return NULL;
 }
 /* ---- elastic membership (ncclCommShrink, ncclCommRevoke, ncclCommGetUniqueId, ncclCommGrow) - */
@@ -1155,6 +1157,9 @@ static int mode_api(void) {
   NCCLOK(ncclCommWindowDeregister(comm, w));
   NCCLOK(ncclCommDeregister(comm, h));
   CHECK(ncclCommDeregister(comm, &x) == ncclInvalidArgument, "a bogus handle was deregistered");
+  CHECK(ncclCommDeregister(comm, h) == ncclInvalidArgument, "a handle was deregistered twice");
+  CHECK(ncclCommWindowDeregister(comm, w) == ncclInvalidArgument, "a window was deregistered twice");
+  NCCLOK(ncclCommRegister(comm, p, 4096, &h)); /* left registered: freed with the comm */
   NCCLOK(ncclMemFree(p));
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));

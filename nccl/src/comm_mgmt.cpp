@@ -56,15 +56,16 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
   const char* fn = "ncclCommSplit";
   if (!valid(comm)) return bad_comm(fn, comm);
   return guarded(comm, fn, [&]() -> ncclResult_t {
-    if (!newcomm) return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + "newcomm is NULL");
+    // The other ranks take part in the same rounds over the parent: a bad argument here must
+    // reach them (refuse_argument), or they would wait for this rank until the call timeout.
+    if (!newcomm) return refuse_argument(comm, fn, "newcomm is NULL");
     *newcomm = nullptr;
     if (color < 0 && color != kNcclSplitNoColor)
-      return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + "color " +
-                                                      std::to_string(color) + " (>= 0, or NCCL_SPLIT_NOCOLOR)");
+      return refuse_argument(comm, fn, "color " + std::to_string(color) + " (>= 0, or NCCL_SPLIT_NOCOLOR)");
     CommConfig cfg;
     cfg.blocking = comm->blocking;  // NULL config: inherit the parent's
     if (config) {
-      if (ncclResult_t r = parse_config(config, &cfg, fn); r != ncclSuccess) return r;
+      if (std::string bad = read_config(config, &cfg); !bad.empty()) return refuse_argument(comm, fn, bad);
     }
     ncclResult_t rc = ncclSuccess;
     if (!in_group() && !ready_core(comm, fn, &rc)) return rc;
@@ -86,8 +87,7 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
       make();
       return ncclSuccess;
     }
-    *newcomm = child;
-    return launch_init(child, make, fn);
+    return launch_child(comm, child, newcomm, make, fn);
   });
 }
 ACTORCC_NCCL_ALIAS(ncclCommSplit)

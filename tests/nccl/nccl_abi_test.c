@@ -12,6 +12,11 @@
  *   nccl_abi_test stall                a rank that stops calling
  *   nccl_abi_test elastic              4 processes: planned shrink, a SIGKILLed rank and
  *                                      NCCL_SHRINK_ABORT, revoke, grow back with new processes
+ *   nccl_abi_test group_release        ncclCommDestroy/ncclCommAbort inside a group (1 rank)
+ *   nccl_abi_test refuse               3 processes: a bad argument to split, grow or send on one
+ *                                      rank fails the others within seconds, naming it
+ *   nccl_abi_test shrinkref            3 processes: shrink refusals without side effects (its
+ *                                      caller excluded, a concurrent second shrink)
  * (`worker MODE RANK WORLD IDHEX` is what every mode but `api` and `threads` starts: one process
  * per rank.) With NCCL_ABI_TEST_GPU=1 (CUDA builds, the device machine) they run on the CUDA
  * backend, ranks sharing a GPU where one is lent (`threads` needs a GPU per rank).
@@ -728,6 +733,162 @@ static int stall_worker(ncclComm_t comm, int rank) {
   return g_fail ? 1 : 0;
 }
 
+/* ---- refusals that must reach the other ranks (refuse) and shrink's own (shrinkref) --------- */
+/* A fresh communicator of every rank for one case: a refusal aborts its group, not the base's. */
+static ncclComm_t fresh_dup(ncclComm_t base, int rank) {
+  ncclComm_t dup = NULL;
+  NCCLOK(ncclCommSplit(base, 0, rank, &dup, NULL));
+  return dup;
+}
+/* A rank that waited in the call a bad argument on rank `bad` refused: its call failed within
+ * seconds (the call timeout is 60 s in these modes) and names that rank. */
+static void expect_told(ncclComm_t comm, ncclResult_t r, double took, int bad, const char* what) {
+  char name[16];
+  snprintf(name, sizeof name, "rank %d", bad);
+  CHECK(r != ncclSuccess && r != ncclInProgress, "%s: the peer's call returned %d", what, (int)r);
+  CHECK(took < 5, "%s: the peer's call took %.2f s (the call timeout is 60 s)", what, took);
+  CHECK(strstr(ncclGetLastError(comm), name) && strstr(ncclGetLastError(comm), "bad argument"),
+        "%s: the peer's error does not name %s's refusal: %s", what, name, ncclGetLastError(comm));
+}
+
+/* Each case on a fresh comm of 3 ranks: rank 1 passes a bad argument to a call that is collective
+ * over the comm's group, the others make the same call correctly; rank 1 is refused at once and
+ * the others' calls fail within seconds naming rank 1 (or, for a rank not in the call, its comm's
+ * async error does). */
+static int refuse_worker(ncclComm_t base, int rank, int world) {
+  const int bad = 1;
+  ncclConfig_t wrong = NCCL_CONFIG_INITIALIZER;
+  wrong.magic = 0xdeadbeef;
+  for (int c = 0; c < 7; ++c) {
+    static const char* names[] = {"split color", "split config", "split newcomm", "grow rank", "grow config",
+                                  "send dtype", "shrink flags"};
+    ncclComm_t dup = fresh_dup(base, rank), out = NULL;
+    ncclUniqueId gid;
+    if (c == 3 || c == 4) {
+      if (rank == 0) NCCLOK(ncclCommGetUniqueId(dup, &gid));
+    }
+    float v[4] = {0};
+    const double t0 = now_s();
+    ncclResult_t r;
+    if (rank == bad) {
+      switch (c) {
+        case 0: r = ncclCommSplit(dup, -5, rank, &out, NULL); break;
+        case 1: r = ncclCommSplit(dup, 0, rank, &out, &wrong); break;
+        case 2: r = ncclCommSplit(dup, 0, rank, NULL, NULL); break;
+        case 3: r = ncclCommGrow(dup, world + 1, NULL, 0, &out, NULL); break;
+        case 4: r = ncclCommGrow(dup, world + 1, NULL, -1, &out, &wrong); break;
+        case 5: r = ncclSend(v, 4, (ncclDataType_t)99, 0, dup, NULL); break;
+        default: r = ncclCommShrink(dup, NULL, 0, &out, NULL, 7); break;
+      }
+      CHECK(r == ncclInvalidArgument, "%s: rank %d's bad call returned %d", names[c], rank, (int)r);
+      CHECK(strstr(ncclGetLastError(dup), "rank 1"), "%s: the refusal does not name the rank: %s", names[c],
+            ncclGetLastError(dup));
+    } else if ((c == 5 && rank != 0) || c == 6) {
+      /* Not part of the send: its comm's group is aborted all the same. A survivor already
+       * inside its own shrink would wait for the join timeout (the shrunk group's join does not
+       * watch the parent), so here the others only watch the parent. */
+      r = wait_async_error(dup, 10);
+      expect_told(dup, r, now_s() - t0, bad, names[c]);
+    } else {
+      switch (c) {
+        case 0: case 1: case 2: r = ncclCommSplit(dup, 0, rank, &out, NULL); break;
+        case 3: case 4: r = ncclCommGrow(dup, world + 1, rank == 0 ? &gid : NULL, -1, &out, NULL); break;
+        default: r = ncclRecv(v, 4, ncclFloat32, bad, dup, NULL); break;
+      }
+      expect_told(dup, r, now_s() - t0, bad, names[c]);
+      if (r == ncclSuccess && out) NCCLOK(ncclCommDestroy(out));
+    }
+    fprintf(stderr, "refuse: %s: rank %d: %d after %.2f s: %s\n", names[c], rank, (int)r, now_s() - t0,
+            ncclGetLastError(dup));
+    /* Every rank is done with the case before the refused rank lets go of its comm (which would
+     * end the others' wait by itself). */
+    CHECK(rank_sum(base, rank, world) == ncclSuccess, "rank %d: the base comm after case %s", rank, names[c]);
+    NCCLOK(ncclCommAbort(dup));
+  }
+  NCCLOK(ncclCommDestroy(base));
+  return g_fail ? 1 : 0;
+}
+
+struct shrink_arg {
+  ncclComm_t comm, out;
+  int exclude;
+  volatile int started;
+  ncclResult_t result;
+};
+static void* shrink_call(void* p) {
+  struct shrink_arg* a = p;
+  a->started = 1;
+  a->result = ncclCommShrink(a->comm, &a->exclude, 1, &a->out, NULL, NCCL_SHRINK_DEFAULT);
+  return NULL;
+}
+
+/* 3 ranks. 1: rank 1 names itself in NCCL_SHRINK_ABORT's exclude list: refused at once, and the
+ * parent is untouched (an all-reduce of all 3 ranks on it is exact). 2: ranks 0 and 1 shrink
+ * without rank 2; each tries a second shrink while its first is under way (rank 0 from another
+ * thread while the first waits for rank 1, rank 1 inside a group before its first has run): both
+ * refused with ncclInvalidUsage, the first shrinks go on to an exact all-reduce; a shrink of the
+ * shrunk parent is refused too. Rank 2 learns that its comm was revoked. */
+static int shrinkref_worker(ncclComm_t base, int rank, int world) {
+  ncclComm_t dup = fresh_dup(base, rank), out = (ncclComm_t)0x1;
+  if (rank == 1) {
+    const double t0 = now_s();
+    const int self = rank;
+    const ncclResult_t r = ncclCommShrink(dup, (int*)&self, 1, &out, NULL, NCCL_SHRINK_ABORT);
+    CHECK(r == ncclInvalidArgument && out == NULL, "a shrink that excludes its caller returned %d", (int)r);
+    CHECK(strstr(ncclGetLastError(dup), "exclude list") && now_s() - t0 < 5, "self-exclusion: %.2f s: %s",
+          now_s() - t0, ncclGetLastError(dup));
+  }
+  CHECK(rank_sum(dup, rank, world) == ncclSuccess, "rank %d: the parent of a refused shrink: %s", rank,
+        ncclGetLastError(dup));
+  NCCLOK(ncclCommDestroy(dup));
+
+  dup = fresh_dup(base, rank);
+  const int left_out = world - 1;
+  if (rank == left_out) {
+    const ncclResult_t s = wait_async_error(dup, 20);
+    CHECK(s == ncclRemoteError && strstr(ncclGetLastError(dup), "revoked"), "the rank left out: %d: %s", (int)s,
+          ncclGetLastError(dup));
+    NCCLOK(ncclCommDestroy(dup));
+    NCCLOK(ncclCommDestroy(base));
+    return g_fail ? 1 : 0;
+  }
+  ncclComm_t shrunk = NULL, second = (ncclComm_t)0x1;
+  int ex = left_out;
+  if (rank == 0) {
+    struct shrink_arg a = {dup, NULL, left_out, 0, ncclInternalError};
+    pthread_t th;
+    pthread_create(&th, NULL, shrink_call, &a);
+    while (!a.started) usleep(1000);
+    usleep(200 * 1000); /* the first is inside, waiting for rank 1 (which starts 2 s late) */
+    const ncclResult_t r = ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_DEFAULT);
+    CHECK(r == ncclInvalidUsage && second == NULL, "a concurrent second shrink returned %d", (int)r);
+    CHECK(strstr(ncclGetLastError(dup), "in progress"), "concurrent shrink text: %s", ncclGetLastError(dup));
+    pthread_join(th, NULL);
+    CHECK(a.result == ncclSuccess, "the first shrink, beside a refused second: %d (%s)", (int)a.result,
+          ncclGetLastError(dup));
+    shrunk = a.out;
+  } else {
+    usleep(2000 * 1000);
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclCommShrink(dup, &ex, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    const ncclResult_t r = ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_DEFAULT);
+    CHECK(r == ncclInvalidUsage && second == NULL, "a second shrink in the group returned %d", (int)r);
+    NCCLOK(ncclGroupEnd());
+  }
+  if (shrunk) {
+    expect_member(shrunk, rank, world - 1, "the first shrink");
+    CHECK(rank_sum(shrunk, rank, world - 1) == ncclSuccess, "rank %d: all-reduce after the shrink", rank);
+    NCCLOK(ncclCommDestroy(shrunk));
+  }
+  second = (ncclComm_t)0x1;
+  CHECK(ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_ABORT) == ncclInvalidArgument && second == NULL,
+        "a shrink of a shrunk parent");
+  CHECK(strstr(ncclGetLastError(dup), "shrunk already"), "shrunk-parent text: %s", ncclGetLastError(dup));
+  NCCLOK(ncclCommDestroy(dup));
+  NCCLOK(ncclCommDestroy(base));
+  return g_fail ? 1 : 0;
+}
+
 static int worker(const char* mode, int rank, int world, const char* idhex) {
   ncclUniqueId id;
   unhex_id(idhex, &id);
@@ -766,8 +927,11 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     NCCLOK(ncclCommAbort(comm));
     return g_fail ? 1 : 0;
   }
-  if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0) {
+  if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0 ||
+      strcmp(mode, "refuse") == 0 || strcmp(mode, "shrinkref") == 0) {
     NCCLOK(ncclCommInitRank(&comm, world, id, rank));
+    if (strcmp(mode, "refuse") == 0) return refuse_worker(comm, rank, world);
+    if (strcmp(mode, "shrinkref") == 0) return shrinkref_worker(comm, rank, world);
     if (strcmp(mode, "abort") == 0) return abort_worker(comm, rank);
     if (strcmp(mode, "stall") == 0) return stall_worker(comm, rank);
     return mismatch_worker(comm, rank, strcmp(mode, "mismatch_dtype") == 0);
@@ -1203,7 +1367,8 @@ int main(int argc, char** argv) {
   signal(SIGBUS, on_fatal);
   signal(SIGABRT, on_fatal);
   if (argc < 2) {
-    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill\n", argv[0]);
+    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill|mismatch|stall|elastic|group_release|refuse|shrinkref\n",
+            argv[0]);
     return 2;
   }
   const char* m = argv[1];
@@ -1233,6 +1398,10 @@ int main(int argc, char** argv) {
     rc = launch("stall", 2, 40, -1);
   }
   else if (strcmp(m, "kill") == 0) rc = launch("kill", 2, 40, 1);
+  else if (strcmp(m, "refuse") == 0 || strcmp(m, "shrinkref") == 0) {
+    setenv("ACTORCC_TIMEOUT_S", "60", 1); /* far longer than the few seconds the peers may take */
+    rc = launch(m, 3, 80, -1);
+  }
   else if (strcmp(m, "elastic") == 0) rc = launch("elastic", 4, 80, 2);
   else {
     fprintf(stderr, "unknown mode %s\n", m);

@@ -767,7 +767,7 @@ static int refuse_worker(ncclComm_t base, int rank, int world) {
     if (c == 3 || c == 4) {
       if (rank == 0) NCCLOK(ncclCommGetUniqueId(dup, &gid));
     }
-    float v[4] = {0};
+    float* v = xalloc(4 * sizeof(float));
     const double t0 = now_s();
     ncclResult_t r;
     if (rank == bad) {
@@ -804,6 +804,7 @@ static int refuse_worker(ncclComm_t base, int rank, int world) {
      * end the others' wait by itself). */
     CHECK(rank_sum(base, rank, world) == ncclSuccess, "rank %d: the base comm after case %s", rank, names[c]);
     NCCLOK(ncclCommAbort(dup));
+    xfree(v);
   }
   NCCLOK(ncclCommDestroy(base));
   return g_fail ? 1 : 0;

@@ -45,20 +45,28 @@ std::string child_config(const ncclComm* parent, const ncclConfig_t* config, Com
 // the parent's membership), and so is a shrink of a parent that a shrink has already replaced.
 enum ShrinkState : int { kShrinkIdle = 0, kShrinkRunning = 1, kShrinkDone = 2 };
 
-// A shrink's hold on its parent, from its checks until its init has run (or was dropped without
-// running: ncclGroupSimulateEnd), whichever thread that is on. Gives the claim back unless the
-// shrunk group formed: a failed shrink may be retried.
+// A shrink's hold on its parent, from its checks until its init has run (settle), whichever
+// thread that is on, or was dropped without running (ncclGroupSimulateEnd: the destructor gives
+// it back). Settled inside the init, before the child reports ready: a caller may destroy the
+// parent as soon as it sees the child ready, so nothing touches the parent after that.
 class ShrinkClaim {
  public:
   explicit ShrinkClaim(ncclComm* parent) noexcept : parent_(parent) {}
-  ~ShrinkClaim() { parent_->shrink_state.store(formed_ ? kShrinkDone : kShrinkIdle, std::memory_order_release); }
+  ~ShrinkClaim() {
+    if (!settled_) parent_->shrink_state.store(kShrinkIdle, std::memory_order_release);
+  }
   ShrinkClaim(const ShrinkClaim&) = delete;
   ShrinkClaim& operator=(const ShrinkClaim&) = delete;
-  void formed() noexcept { formed_ = true; }
+  // formed: the shrunk group exists (the parent is replaced); else the claim is given back, and
+  // a failed shrink may be retried.
+  void settle(bool formed) noexcept {
+    settled_ = true;
+    parent_->shrink_state.store(formed ? kShrinkDone : kShrinkIdle, std::memory_order_release);
+  }
 
  private:
   ncclComm* parent_;
-  bool formed_ = false;
+  bool settled_ = false;
 };
 
 std::string prefix(const char* fn, const ncclComm* comm) { return std::string(fn) + ": " + rank_prefix(comm); }
@@ -122,9 +130,14 @@ extern "C" ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, i
       revoke_in_flight(comm, *parent, "ncclCommShrink(NCCL_SHRINK_ABORT) revoked the parent communicator");
     return launch_child(comm, new_comm(cfg), newcomm, [comm, parent, exclude, claim] {
       BusyScope busy(comm, "ncclCommShrink");
-      std::unique_ptr<Communicator> shrunk = parent->shrink(exclude);
-      claim->formed();
-      return shrunk;
+      try {
+        std::unique_ptr<Communicator> shrunk = parent->shrink(exclude);
+        claim->settle(true);
+        return shrunk;
+      } catch (...) {
+        claim->settle(false);
+        throw;
+      }
     }, fn);
   });
 }

@@ -813,12 +813,12 @@ static int refuse_worker(ncclComm_t base, int rank, int world) {
 struct shrink_arg {
   ncclComm_t comm, out;
   int exclude;
-  volatile int started;
+  int started; /* __atomic */
   ncclResult_t result;
 };
 static void* shrink_call(void* p) {
   struct shrink_arg* a = p;
-  a->started = 1;
+  __atomic_store_n(&a->started, 1, __ATOMIC_RELEASE);
   a->result = ncclCommShrink(a->comm, &a->exclude, 1, &a->out, NULL, NCCL_SHRINK_DEFAULT);
   return NULL;
 }
@@ -859,7 +859,7 @@ static int shrinkref_worker(ncclComm_t base, int rank, int world) {
     struct shrink_arg a = {dup, NULL, left_out, 0, ncclInternalError};
     pthread_t th;
     pthread_create(&th, NULL, shrink_call, &a);
-    while (!a.started) usleep(1000);
+    while (!__atomic_load_n(&a.started, __ATOMIC_ACQUIRE)) usleep(1000);
     usleep(200 * 1000); /* the thread's shrink is inside, waiting for rank 1 (which starts 2 s late) */
     const ncclResult_t r = ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_DEFAULT);
     const char* why = ncclGetLastError(dup);

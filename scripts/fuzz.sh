@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer tier of CI (issue 21): one clang build (CUDA off) with ASan + UBSan and
 # libFuzzer instrumentation, then
-#   1. the C++ unit tests and the fault-injection suite under ASan + UBSan;
+#   1. the C++ unit tests, the fault-injection suite and the libnccl.so.2 conformance test's
+#      CPU-mode cases (tests/nccl) under ASan + UBSan;
 #   2. each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 10) on a copy of its
 #      committed corpus (tests/fuzz/corpus/<target>), so new inputs never dirty the tree;
 #   3. a second clang build with ThreadSanitizer (TSAN=0 skips it): the unit tests, the
@@ -22,9 +23,9 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 OPT="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 echo "== sanitizer build ($BUILD)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$OPT" -DCMAKE_CXX_COMPILER=clang++ \
-  -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=ON \
+  -DCMAKE_C_COMPILER=clang -DACTORCC_CUDA=OFF -DACTORCC_TOOLS=OFF -DACTORCC_TESTS=ON -DACTORCC_FUZZ=ON \
   -DCMAKE_CXX_FLAGS="$SAN -fsanitize=fuzzer-no-link" -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN" >/dev/null
-cmake --build "$BUILD" --target actorcc_unit_tests actorcc_fault_tests fuzz_wire fuzz_unique_id fuzz_peer_info
+cmake --build "$BUILD" --target actorcc_unit_tests actorcc_fault_tests fuzz_wire fuzz_unique_id fuzz_peer_info nccl_abi_test
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -61,6 +62,14 @@ gtest='^\[  (PASSED|FAILED) |^\[==========\] [0-9]+ tests'
 run_logged unit "$gtest" "$BUILD/tests/actorcc_unit_tests" --gtest_brief=1
 echo "== fault-injection suite under ASan + UBSan"
 run_sharded faults "$gtest|named rank" "$BUILD/tests/multiprocess/actorcc_fault_tests" --gtest_brief=1
+# The C program drives libnccl.so.2 (instrumented; the program itself only links the runtime):
+# the cases where the library frees, aborts or refuses communicators, a few seconds in all.
+echo "== libnccl.so.2 conformance cases under ASan + UBSan"
+for t in "api" "group_release" "threads 3" "refuse" "shrinkref" "elastic"; do
+  # $t unquoted: a case and its argument
+  run_logged "nccl_${t// /_}" '^PASS' env ACTORCC_BACKEND=cpu ACTORCC_TIMEOUT_S=5 ACTORCC_JOIN_TIMEOUT_S=30 \
+    ACTORCC_SOCKET_ADDR=127.0.0.1 "$BUILD/tests/nccl/nccl_abi_test" $t
+done
 for t in wire unique_id peer_info; do
   echo "== fuzz_$t for ${SECONDS_EACH} s"
   mkdir -p "$work/$t"

@@ -31,13 +31,15 @@ count_pytest() {
   [ "$2" = 0 ] || [ "$f" -gt 0 ] || f=1  # failed without a count (a crash, an interrupt)
   count pytest "$p" "$f" "$s"
 }
-# count_gtest NAME FILE RC: gtest's "[  PASSED  ] N tests" / "[  FAILED  ] N tests" lines, and
-# one per libFuzzer target that finished ("Done N runs").
+# count_gtest NAME FILE RC: gtest's "[  PASSED  ] N tests" / "[  FAILED  ] N tests" lines, one
+# per libFuzzer target that finished ("Done N runs"), and one per case of the libnccl.so.2
+# conformance program that passed ("PASS <case>").
 count_gtest() {
-  local p f d
+  local p f d n
   p=$({ grep -oE '^\[  PASSED  \] [0-9]+' "$2" || true; } | awk '{s += $NF} END {print s + 0}')
   f=$({ grep -oE '^\[  FAILED  \] [0-9]+' "$2" || true; } | awk '{s += $NF} END {print s + 0}')
   d=$(grep -cE '^Done [0-9]+ runs' "$2" || true)
+  n=$(grep -cE '^PASS [a-z_]+$' "$2" || true)
   [ "$3" = 0 ] || [ "$f" -gt 0 ] || f=1
-  count "$1" $((p + d)) "$f" 0
+  count "$1" $((p + d + n)) "$f" 0
 }

@@ -20,7 +20,10 @@ typedef struct {
   char internal[128];
 } ncclUniqueId;
 
-typedef enum {
+// The enums have int as their fixed underlying type (NCCL's ABI passes them as int): a caller's
+// out-of-range value (a dtype 99) is then a value the library may read and refuse, not undefined
+// behaviour in C++ (an enum without one only holds the values its enumerators' bits span).
+typedef enum : int {
   ncclSuccess = 0,
   ncclUnhandledCudaError = 1,
   ncclSystemError = 2,
@@ -32,7 +35,7 @@ typedef enum {
   ncclNumResults = 8
 } ncclResult_t;
 
-typedef enum {
+typedef enum : int {
   ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
   ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10, ncclFloat8e5m2 = 11, ncclNumTypes = 12
@@ -40,10 +43,10 @@ typedef enum {
 
 // Values >= ncclNumOps are PreMulSum handles (ncclRedOpCreatePreMulSum). The enum is an int in
 // NCCL's ABI (its largest member is 0x7fffffff).
-typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5,
+typedef enum : int { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5,
                ncclMaxRedOp = 0x7fffffff } ncclRedOp_t;
 
-typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+typedef enum : int { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
 
 inline constexpr int kNcclConfigUndefInt = INT_MIN;
 inline constexpr int kNcclSplitNoColor = -1;

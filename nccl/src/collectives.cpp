@@ -34,7 +34,7 @@ constexpr const char* kOpNames[ncclNumOps] = {"ncclSum", "ncclProd", "ncclMax", 
 }
 
 DataType reduce_dtype(Communicator& c, int dtype, int op, const char* fn) {
-  if (dtype < 0 || dtype >= ncclNumTypes) refuse(c, std::string(fn) + ": unknown ncclDataType_t " + std::to_string(dtype));
+  if (const std::string bad = unknown_dtype(dtype); !bad.empty()) refuse(c, std::string(fn) + ": " + bad);
   if (op < 0 || op >= ncclNumOps)
     refuse(c, std::string(fn) + ": reduction op " + std::to_string(op) +
                   " is neither a built-in op nor a PreMulSum op of this communicator");
@@ -46,9 +46,13 @@ DataType reduce_dtype(Communicator& c, int dtype, int op, const char* fn) {
 
 }  // namespace
 
+std::string unknown_dtype(int dtype) {
+  if (dtype >= 0 && dtype < ncclNumTypes) return {};
+  return "unknown ncclDataType_t " + std::to_string(dtype);
+}
+
 DataType bytes_dtype(int dtype, const char* fn, int rank) {
-  if (dtype < 0 || dtype >= ncclNumTypes)
-    throw InvalidArgument(std::string(fn) + ": unknown ncclDataType_t " + std::to_string(dtype), rank);
+  if (const std::string bad = unknown_dtype(dtype); !bad.empty()) throw InvalidArgument(std::string(fn) + ": " + bad, rank);
   return kTypes[dtype].core;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,12 @@ struct CollCall {
   int op;
   int root;
   void* stream;
+};
+
+// What an ncclCommRegister or ncclCommWindowRegister handle names (memory.cpp).
+struct RegisteredBuffer {
+  void* buf;
+  size_t bytes;
 };
 
 }  // namespace actorcc::ncclabi
@@ -80,12 +87,24 @@ struct ncclComm {
   std::mutex err_mu;
   std::string last_error;
 
+  // The comm's registration and window handles, by address: a handle is looked up here, never
+  // read through the caller's pointer (a stale or foreign one is refused, not dereferenced), and
+  // what is still registered is freed with the comm.
+  std::mutex reg_mu;
+  std::map<const void*, std::unique_ptr<actorcc::ncclabi::RegisteredBuffer>> registrations;
+
+  // ncclCommShrink's claim on this comm (ShrinkState, elastic.cpp): one shrink at a time, and
+  // none once one has formed the shrunk group.
+  std::atomic<int> shrink_state{0};
+
   // Deferred by the group open on the issuing thread (group.cpp).
   std::vector<actorcc::ncclabi::CollCall> pending;
   std::vector<actorcc::P2POp> pending_p2p;
   size_t p2p_position = 0;  // the p2p batch runs where its first op was issued
   void* p2p_stream = nullptr;
   bool in_group = false;
+  // ncclCommDestroy or ncclCommAbort was called inside that group: the comm is freed at its end.
+  bool release_pending = false;
 };
 
 namespace actorcc::ncclabi {
@@ -110,6 +129,14 @@ inline ncclResult_t guarded(ncclComm* comm, const char* fn, F&& body) noexcept {
   }
 }
 
+// A bad argument of a call that is collective over comm's group (ncclCommSplit, ncclCommShrink,
+// ncclCommGrow, ncclSend/ncclRecv): the other ranks may already wait inside the same call, so
+// the refusal goes through Communicator::refuse_call, as the collectives' own checks do: in a
+// group of more than one rank it aborts the group, and their calls fail within moments naming
+// this rank and `what` (NCCL leaves them waiting). Before comm's init has run there is no group
+// to tell. Records the error naming `fn` and the rank; returns ncclInvalidArgument.
+ncclResult_t refuse_argument(ncclComm* comm, const char* fn, const std::string& what) noexcept;
+
 // An invalid comm handle (null or not one of ours) as NCCL answers it.
 ncclResult_t bad_comm(const char* fn, const ncclComm* comm) noexcept;
 inline bool valid(const ncclComm* comm) noexcept { return comm && comm->magic == ncclComm::kMagic; }
@@ -120,7 +147,10 @@ struct CommConfig {
   std::string name;  // commName, for the logs
 };
 // Reads `cfg` as NCCL does (by size and version; NULL = defaults); on a bad struct returns
-// ncclInvalidArgument with the text set.
+// what is wrong with it (empty when nothing is).
+std::string read_config(const ncclConfig_t* cfg, CommConfig* out);
+// The same for a call that refuses a bad struct on this rank alone (an init): returns
+// ncclInvalidArgument with the text set, naming `fn`.
 ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* fn) noexcept;
 
 // --- device.cpp -----------------------------------------------------------------------------
@@ -161,6 +191,11 @@ void run_init(ncclComm* comm, const std::function<std::unique_ptr<Communicator>(
 // Starts an init as NCCL would: deferred to ncclGroupEnd inside a group, on a thread for a
 // nonblocking comm (ncclInProgress), else now.
 ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communicator>()> make, const char* fn);
+// launch_init for a comm made from `parent` (split, shrink, grow). A blocking one that failed
+// leaves *newcomm NULL (the child is freed: the caller never saw it) and its error on the parent
+// too, where the caller's ncclGetLastError(comm) looks.
+ncclResult_t launch_child(ncclComm* parent, ncclComm* child, ncclComm_t* newcomm,
+                          std::function<std::unique_ptr<Communicator>()> make, const char* fn);
 // Makes a comm joining the group `nid` as `rank` of `nranks` (ncclCommInitRank's body; also a
 // newcomer's ncclCommGrow). `fn` names the call in errors.
 ncclResult_t init_rank(ncclComm** out, int nranks, const ncclUniqueId& nid, int rank, const ncclConfig_t* config,
@@ -170,10 +205,20 @@ ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept;
 // Frees a comm (and its Communicator) unless its init thread still runs (then that thread does).
 void release_comm(ncclComm* comm) noexcept;
 
+// --- comm_mgmt.cpp --------------------------------------------------------------------------
+// ncclCommAbort's first part: refuses the comm's later calls, aborts its group (every rank's
+// pending and later calls fail naming this rank), and waits until no call of the comm is inside
+// the library. release_comm then frees it.
+void abort_comm(ncclComm* comm) noexcept;
+
 // --- group.cpp ------------------------------------------------------------------------------
 bool in_group() noexcept;
 // Inside a group: appends `job` to the inits that ncclGroupEnd starts.
 void defer_init(ncclComm* comm, std::function<void()> job);
+// Inside a group: ncclCommDestroy (abort false) or ncclCommAbort frees `comm` at the outermost
+// ncclGroupEnd, after every init and call of the group (which may still use it). `fn` names the
+// call in the refusal of a second release of the same comm.
+ncclResult_t defer_release(ncclComm* comm, bool abort, const char* fn) noexcept;
 void defer_coll(ncclComm* comm, const CollCall& call);
 void defer_p2p(ncclComm* comm, const P2POp& op, void* stream);
 
@@ -182,6 +227,8 @@ void defer_p2p(ncclComm* comm, const P2POp& op, void* stream);
 void run_coll(Communicator& c, ncclComm* comm, const CollCall& call);
 // Maps an NCCL dtype for a call that moves bytes only (every dtype, fp8 included).
 DataType bytes_dtype(int dtype, const char* fn, int rank);
+// "unknown ncclDataType_t N" for a value that is no ncclDataType_t, else empty.
+std::string unknown_dtype(int dtype);
 
 // The comm's first call, noted at ACTORCC_LOG=info with the time since its init returned: what
 // a caller does between the two (torch makes the communicator inside its first collective, then

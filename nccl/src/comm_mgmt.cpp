@@ -56,15 +56,16 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
   const char* fn = "ncclCommSplit";
   if (!valid(comm)) return bad_comm(fn, comm);
   return guarded(comm, fn, [&]() -> ncclResult_t {
-    if (!newcomm) return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + "newcomm is NULL");
+    // The other ranks take part in the same rounds over the parent: a bad argument here must
+    // reach them (refuse_argument), or they would wait for this rank until the call timeout.
+    if (!newcomm) return refuse_argument(comm, fn, "newcomm is NULL");
     *newcomm = nullptr;
     if (color < 0 && color != kNcclSplitNoColor)
-      return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + "color " +
-                                                      std::to_string(color) + " (>= 0, or NCCL_SPLIT_NOCOLOR)");
+      return refuse_argument(comm, fn, "color " + std::to_string(color) + " (>= 0, or NCCL_SPLIT_NOCOLOR)");
     CommConfig cfg;
     cfg.blocking = comm->blocking;  // NULL config: inherit the parent's
     if (config) {
-      if (ncclResult_t r = parse_config(config, &cfg, fn); r != ncclSuccess) return r;
+      if (std::string bad = read_config(config, &cfg); !bad.empty()) return refuse_argument(comm, fn, bad);
     }
     ncclResult_t rc = ncclSuccess;
     if (!in_group() && !ready_core(comm, fn, &rc)) return rc;
@@ -86,8 +87,7 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
       make();
       return ncclSuccess;
     }
-    *newcomm = child;
-    return launch_init(child, make, fn);
+    return launch_child(comm, child, newcomm, make, fn);
   });
 }
 ACTORCC_NCCL_ALIAS(ncclCommSplit)
@@ -109,29 +109,44 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 ACTORCC_NCCL_ALIAS(ncclCommFinalize)
 
+// Inside a group the comm is freed at the group's end, after the group's deferred inits and
+// calls (NCCL queues its destroy there too): freeing it now would leave them to run on freed memory.
 extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;  // NCCL accepts NULL here
   if (!valid(comm)) return bad_comm("ncclCommDestroy", comm);
+  if (in_group()) return defer_release(comm, false, "ncclCommDestroy");
   release_comm(comm);
   return ncclSuccess;
 }
 ACTORCC_NCCL_ALIAS(ncclCommDestroy)
 
-// May run on another thread while this comm's calls wait (torch's watchdog does): aborting the
-// group makes those calls return (their waits check the group's abort), then the comm is freed
-// once none of them is still inside.
-extern "C" ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (!comm) return ncclSuccess;
-  if (!valid(comm)) return bad_comm("ncclCommAbort", comm);
+void actorcc::ncclabi::abort_comm(ncclComm* comm) noexcept {
   comm->closing.store(true, std::memory_order_release);
   if (Communicator* c = comm->core.load(std::memory_order_acquire)) {
     try {
-      c->abort("ncclCommAbort called");
+      if (!c->aborted()) c->abort("ncclCommAbort called");
     } catch (...) {
       fail_current(comm, "ncclCommAbort");
     }
     while (comm->busy.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+// May run on another thread while this comm's calls wait (torch's watchdog does): aborting the
+// group makes those calls return (their waits check the group's abort), then the comm is freed
+// once none of them is still inside. Inside a group the abort happens now (as NCCL raises its
+// abort flags at once), so the comm's deferred calls are refused at the group's end, and the
+// comm is freed there, after them (a deferred init still runs and joins, so that its peers hear
+// of the abort rather than wait for it).
+extern "C" ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (!valid(comm)) return bad_comm("ncclCommAbort", comm);
+  if (in_group()) {
+    const ncclResult_t rc = defer_release(comm, true, "ncclCommAbort");
+    if (rc == ncclSuccess) abort_comm(comm);
+    return rc;
+  }
+  abort_comm(comm);
   release_comm(comm);
   return ncclSuccess;
 }

@@ -24,38 +24,43 @@ bool has_field(const ncclConfig_t* cfg, size_t offset, int since) {
 }
 }  // namespace
 
-ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* fn) noexcept {
+std::string read_config(const ncclConfig_t* cfg, CommConfig* out) {
   *out = CommConfig{};
-  if (!cfg) return ncclSuccess;
+  if (!cfg) return {};
   // size, magic and version are read first: every layout starts with them.
   size_t size = 0;
   unsigned magic = 0, version = 0;
   std::memcpy(&size, cfg, sizeof size);
   std::memcpy(&magic, reinterpret_cast<const char*>(cfg) + offsetof(ncclConfig_t, magic), sizeof magic);
   std::memcpy(&version, reinterpret_cast<const char*>(cfg) + offsetof(ncclConfig_t, version), sizeof version);
-  if (magic != kNcclConfigMagic)
-    return set_error(nullptr, ncclInvalidArgument,
-                     std::string(fn) + ": config has a wrong magic (0x" + [&] {
-                       char b[16];
-                       std::snprintf(b, sizeof b, "%x", magic);
-                       return std::string(b);
-                     }() + ", expected 0xcafebeef): initialise it with NCCL_CONFIG_INITIALIZER");
+  if (magic != kNcclConfigMagic) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%x", magic);
+    return std::string("config has a wrong magic (0x") + b + ", expected 0xcafebeef): initialise it with NCCL_CONFIG_INITIALIZER";
+  }
   if (size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return set_error(nullptr, ncclInvalidArgument,
-                     std::string(fn) + ": config size " + std::to_string(size) + " is smaller than any ncclConfig_t");
+    return "config size " + std::to_string(size) + " is smaller than any ncclConfig_t";
   (void)version;
   if (has_field<int>(cfg, offsetof(ncclConfig_t, blocking), kBlockingSince)) {
     const int b = cfg->blocking;
     if (b != kNcclConfigUndefInt) {
-      if (b != 0 && b != 1)
-        return set_error(nullptr, ncclInvalidArgument,
-                         std::string(fn) + ": config.blocking is " + std::to_string(b) + " (0 or 1)");
+      if (b != 0 && b != 1) return "config.blocking is " + std::to_string(b) + " (0 or 1)";
       out->blocking = b == 1;
     }
   }
   if (has_field<const char*>(cfg, offsetof(ncclConfig_t, commName), kCommNameSince) && cfg->commName)
     out->name = cfg->commName;
-  return ncclSuccess;
+  return {};
+}
+
+ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* fn) noexcept {
+  try {
+    const std::string problem = read_config(cfg, out);
+    if (problem.empty()) return ncclSuccess;
+    return set_error(nullptr, ncclInvalidArgument, std::string(fn) + ": " + problem);
+  } catch (...) {
+    return fail_current(nullptr, fn);
+  }
 }
 
 }  // namespace actorcc::ncclabi

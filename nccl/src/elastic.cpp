@@ -3,7 +3,9 @@
 // ncclCommGetUniqueId and ncclCommGrow (2.29.2's calling convention). The new communicators are
 // made like every other (launch_init): at ncclGroupEnd inside a group, on a thread when the
 // config asks for a nonblocking one, else now; a NULL config inherits the parent's.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "comm.hpp"
@@ -32,26 +34,42 @@ void revoke_in_flight(ncclComm* comm, Communicator& c, const std::string& why) {
 }
 
 // A child's config as ncclCommInitRankConfig reads it; NULL inherits the parent's `blocking`.
-ncclResult_t child_config(const ncclComm* parent, const ncclConfig_t* config, CommConfig* cfg, const char* fn) {
+// Returns what is wrong with it (empty when nothing is).
+std::string child_config(const ncclComm* parent, const ncclConfig_t* config, CommConfig* cfg) {
   *cfg = CommConfig{};
   cfg->blocking = parent->blocking;
-  return config ? parse_config(config, cfg, fn) : ncclSuccess;
+  return config ? read_config(config, cfg) : std::string();
 }
+
+// ncclComm::shrink_state: a second shrink while one runs is refused (it would race the first over
+// the parent's membership), and so is a shrink of a parent that a shrink has already replaced.
+enum ShrinkState : int { kShrinkIdle = 0, kShrinkRunning = 1, kShrinkDone = 2 };
+
+// A shrink's hold on its parent, from its checks until its init has run (settle), whichever
+// thread that is on, or was dropped without running (ncclGroupSimulateEnd: the destructor gives
+// it back). Settled inside the init, before the child reports ready: a caller may destroy the
+// parent as soon as it sees the child ready, so nothing touches the parent after that.
+class ShrinkClaim {
+ public:
+  explicit ShrinkClaim(ncclComm* parent) noexcept : parent_(parent) {}
+  ~ShrinkClaim() {
+    if (!settled_) parent_->shrink_state.store(kShrinkIdle, std::memory_order_release);
+  }
+  ShrinkClaim(const ShrinkClaim&) = delete;
+  ShrinkClaim& operator=(const ShrinkClaim&) = delete;
+  // formed: the shrunk group exists (the parent is replaced); else the claim is given back, and
+  // a failed shrink may be retried.
+  void settle(bool formed) noexcept {
+    settled_ = true;
+    parent_->shrink_state.store(formed ? kShrinkDone : kShrinkIdle, std::memory_order_release);
+  }
+
+ private:
+  ncclComm* parent_;
+  bool settled_ = false;
+};
 
 std::string prefix(const char* fn, const ncclComm* comm) { return std::string(fn) + ": " + rank_prefix(comm); }
-
-// Starts the child's init. A blocking one that failed leaves *newcomm NULL (the child is freed)
-// and its error on the parent too, where the caller's ncclGetLastError(comm) looks.
-ncclResult_t launch_child(ncclComm* parent, ncclComm* child, ncclComm_t* newcomm,
-                          std::function<std::unique_ptr<Communicator>()> make, const char* fn) {
-  *newcomm = child;
-  const ncclResult_t r = launch_init(child, std::move(make), fn);
-  if (r == ncclSuccess || r == ncclInProgress) return r;
-  const std::string why = child->last_error;
-  *newcomm = nullptr;
-  release_comm(child);
-  return set_error(parent, r, why);
-}
 
 }  // namespace
 
@@ -64,33 +82,62 @@ using namespace actorcc::ncclabi;
 // survivors in parent order. NCCL_SHRINK_ABORT first revokes the parent (its in-flight calls end
 // on every rank) and never waits for an excluded rank; so does NCCL_SHRINK_DEFAULT, which only
 // does not abort the parent's calls first (the core's shrink never waits for the dead). Either
-// way the parent is revoked once the shrunk group has formed; destroy it.
+// way the parent is revoked once the shrunk group has formed; destroy it. Every argument is
+// checked before anything changes: a refused shrink leaves the parent as it was, except that a
+// bad argument the other survivors would wait on is told to them (refuse_argument).
 extern "C" ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* fn = "ncclCommShrink";
   if (!valid(comm)) return bad_comm(fn, comm);
   return guarded(comm, fn, [&]() -> ncclResult_t {
-    if (!newcomm) return set_error(comm, ncclInvalidArgument, prefix(fn, comm) + "newcomm is NULL");
+    if (!newcomm) return refuse_argument(comm, fn, "newcomm is NULL");
     *newcomm = nullptr;
     if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
-      return set_error(comm, ncclInvalidArgument,
-                       prefix(fn, comm) + "excludeRanksList holds " + std::to_string(excludeRanksCount) +
-                           " ranks but is " + (excludeRanksList ? "set" : "NULL"));
+      return refuse_argument(comm, fn,
+                             "excludeRanksList holds " + std::to_string(excludeRanksCount) + " ranks but is " +
+                                 (excludeRanksList ? "set" : "NULL"));
     if (shrinkFlags != kNcclShrinkDefault && shrinkFlags != kNcclShrinkAbort)
-      return set_error(comm, ncclInvalidArgument,
-                       prefix(fn, comm) + "shrinkFlags " + std::to_string(shrinkFlags) +
-                           " (NCCL_SHRINK_DEFAULT 0 or NCCL_SHRINK_ABORT 1)");
+      return refuse_argument(comm, fn,
+                             "shrinkFlags " + std::to_string(shrinkFlags) + " (NCCL_SHRINK_DEFAULT 0 or NCCL_SHRINK_ABORT 1)");
     CommConfig cfg;
-    if (ncclResult_t r = child_config(comm, config, &cfg, fn); r != ncclSuccess) return r;
+    if (std::string bad = child_config(comm, config, &cfg); !bad.empty()) return refuse_argument(comm, fn, bad);
     ncclResult_t rc = ncclSuccess;
     Communicator* parent = parent_core(comm, fn, &rc);
     if (!parent) return rc;
     const std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    for (int r : exclude)
+      if (r < 0 || r >= comm->nranks)
+        return refuse_argument(comm, fn,
+                               "excludeRanksList holds rank " + std::to_string(r) + ", outside the group of " +
+                                   std::to_string(comm->nranks));
+    // An excluded rank takes no part in the others' shrink (they do not wait for it), so its
+    // call is refused here alone, the parent left as it was.
+    if (std::find(exclude.begin(), exclude.end(), comm->rank) != exclude.end())
+      return set_error(comm, ncclInvalidArgument,
+                       prefix(fn, comm) + "this rank is in the exclude list: an excluded rank does not call "
+                                          "ncclCommShrink (the survivors' shrink revokes its communicator: destroy it)");
+    int idle = kShrinkIdle;
+    if (!comm->shrink_state.compare_exchange_strong(idle, kShrinkRunning, std::memory_order_acq_rel))
+      return idle == kShrinkRunning
+                 ? set_error(comm, ncclInvalidUsage,
+                             prefix(fn, comm) + "another ncclCommShrink of this communicator is in progress (one "
+                                                "shrink at a time; this call changed nothing)")
+                 : set_error(comm, ncclInvalidArgument,
+                             prefix(fn, comm) + "this communicator was shrunk already: shrink the communicator that "
+                                                "ncclCommShrink returned");
+    auto claim = std::make_shared<ShrinkClaim>(comm);
     if (shrinkFlags == kNcclShrinkAbort && !comm->revoked.load(std::memory_order_acquire))
       revoke_in_flight(comm, *parent, "ncclCommShrink(NCCL_SHRINK_ABORT) revoked the parent communicator");
-    return launch_child(comm, new_comm(cfg), newcomm, [comm, parent, exclude] {
+    return launch_child(comm, new_comm(cfg), newcomm, [comm, parent, exclude, claim] {
       BusyScope busy(comm, "ncclCommShrink");
-      return parent->shrink(exclude);
+      try {
+        std::unique_ptr<Communicator> shrunk = parent->shrink(exclude);
+        claim->settle(true);
+        return shrunk;
+      } catch (...) {
+        claim->settle(false);
+        throw;
+      }
     }, fn);
   });
 }
@@ -161,14 +208,13 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
   }
   if (!valid(comm)) return bad_comm(fn, comm);
   return guarded(comm, fn, [&]() -> ncclResult_t {
-    if (!newcomm) return set_error(comm, ncclInvalidArgument, prefix(fn, comm) + "newcomm is NULL");
+    // The existing ranks meet over the parent first: a bad argument must reach them.
+    if (!newcomm) return refuse_argument(comm, fn, "newcomm is NULL");
     *newcomm = nullptr;
     if (rank != -1)
-      return set_error(comm, ncclInvalidArgument,
-                       prefix(fn, comm) + "an existing rank keeps its rank and passes rank -1, got " +
-                           std::to_string(rank));
+      return refuse_argument(comm, fn, "an existing rank keeps its rank and passes rank -1, got " + std::to_string(rank));
     CommConfig cfg;
-    if (ncclResult_t r = child_config(comm, config, &cfg, fn); r != ncclSuccess) return r;
+    if (std::string bad = child_config(comm, config, &cfg); !bad.empty()) return refuse_argument(comm, fn, bad);
     ncclResult_t rc = ncclSuccess;
     Communicator* parent = ready_core(comm, fn, &rc);
     if (!parent) return rc;

@@ -1,5 +1,6 @@
-// Error codes and texts: ncclGetErrorString, ncclGetLastError, and the one place where actorcc's
-// exceptions become ncclResult_t values (no exception crosses the C ABI).
+// Error codes and texts: ncclGetErrorString, ncclGetLastError, the one place where actorcc's
+// exceptions become ncclResult_t values (no exception crosses the C ABI), and the one path by
+// which a collective call's bad argument reaches the other ranks.
 #include <cstring>
 #include <exception>
 #include <new>
@@ -57,6 +58,18 @@ ncclResult_t fail_current(ncclComm* comm, const char* fn) noexcept {
     return set_error(comm, ncclInternalError, std::string(fn) + ": " + rank_prefix(comm) + e.what());
   } catch (...) {
     return set_error(comm, ncclInternalError, std::string(fn) + ": " + rank_prefix(comm) + "unknown exception");
+  }
+}
+
+ncclResult_t refuse_argument(ncclComm* comm, const char* fn, const std::string& what) noexcept {
+  Communicator* c = valid(comm) && !comm->closing.load(std::memory_order_acquire)
+                        ? comm->core.load(std::memory_order_acquire)
+                        : nullptr;
+  try {
+    if (!c) return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + what);
+    c->refuse_call(InvalidArgument(std::string(fn) + ": " + what, c->rank()));
+  } catch (...) {
+    return fail_current(comm, fn);
   }
 }
 

@@ -4,7 +4,8 @@
 // Communicator::send_recv batch (placed where the first of them was issued). A group that holds
 // calls on several communicators (one thread driving several ranks) runs each communicator's
 // list on its own thread, so a synchronous call of one rank does not wait for a rank whose call
-// would only be issued after it; a single communicator runs on the calling thread.
+// would only be issued after it; a single communicator runs on the calling thread. Last, the
+// communicators destroyed or aborted inside the group are freed.
 #include <algorithm>
 
 #include "comm.hpp"
@@ -18,8 +19,22 @@ struct GroupState {
   std::vector<std::function<void()>> inits;
   std::vector<ncclComm*> inits_comms;
   std::vector<ncclComm*> comms;  // comms with deferred calls, in first-use order
+  struct Release {
+    ncclComm* comm;
+    bool abort;
+  };
+  std::vector<Release> releases;  // ncclCommDestroy/ncclCommAbort calls, in issue order
 };
 thread_local GroupState t_group;
+
+// Frees the comms released inside the group, once nothing of the group uses them any more.
+void run_releases(GroupState& g) noexcept {
+  for (const GroupState::Release& r : g.releases) {
+    if (r.abort) abort_comm(r.comm);  // again: a core that a deferred init made is aborted too
+    release_comm(r.comm);
+  }
+  g.releases.clear();
+}
 
 // Runs one comm's deferred calls; returns the first failure (later calls of the list are skipped:
 // a failed call poisons the group, so they could only fail the same way).
@@ -66,6 +81,21 @@ void run_each(size_t n, F&& fn) {
 
 bool in_group() noexcept { return t_group.depth > 0; }
 
+ncclResult_t defer_release(ncclComm* comm, bool abort, const char* fn) noexcept {
+  if (comm->release_pending)
+    return set_error(comm, ncclInvalidArgument,
+                     std::string(fn) + ": " + rank_prefix(comm) +
+                         "the communicator is already destroyed at this group's end (ncclCommDestroy or ncclCommAbort "
+                         "was called on it earlier inside the group)");
+  try {
+    t_group.releases.push_back({comm, abort});
+  } catch (...) {
+    return fail_current(comm, fn);
+  }
+  comm->release_pending = true;
+  return ncclSuccess;
+}
+
 void defer_init(ncclComm* comm, std::function<void()> job) {
   t_group.inits.push_back(std::move(job));
   t_group.inits_comms.push_back(comm);
@@ -108,7 +138,8 @@ extern "C" ncclResult_t ncclGroupEnd() {
     return set_error(nullptr, ncclInvalidUsage, "ncclGroupEnd: no group is open on this thread (ncclGroupStart first)");
   if (--t_group.depth > 0) return ncclSuccess;
   // The thread's group state is run, then cleared (keeping its capacity): nothing this thread
-  // does while it runs can open a group (the calls below reach no user code).
+  // does while it runs can open a group (the calls below reach no user code). The released comms
+  // are freed last, whatever happened before.
   GroupState& g = t_group;
   struct Clear {
     GroupState& g;
@@ -116,6 +147,7 @@ extern "C" ncclResult_t ncclGroupEnd() {
       g.inits.clear();
       g.inits_comms.clear();
       g.comms.clear();
+      run_releases(g);
     }
   } clear{g};
   return guarded(nullptr, "ncclGroupEnd", [&] {
@@ -154,7 +186,8 @@ extern "C" ncclResult_t ncclGroupEnd() {
 ACTORCC_NCCL_ALIAS(ncclGroupEnd)
 
 // A simulation needs NCCL's cost model, which actorcc does not have: refused. The group is
-// still closed (its deferred calls are dropped, not run), so the thread is not left inside it.
+// still closed (its deferred calls are dropped, not run), so the thread is not left inside it;
+// the comms destroyed or aborted inside it are freed.
 extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (t_group.depth > 0 && --t_group.depth == 0) {
     for (ncclComm* c : t_group.comms) {
@@ -167,6 +200,7 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     t_group.inits.clear();
     t_group.inits_comms.clear();
     t_group.comms.clear();
+    run_releases(t_group);
   }
   return set_error(nullptr, ncclInvalidUsage,
                    "ncclGroupSimulateEnd: not implemented (actorcc has no cost model to simulate with); the group "

@@ -102,6 +102,17 @@ ncclResult_t launch_init(ncclComm* comm, std::function<std::unique_ptr<Communica
   return static_cast<ncclResult_t>(comm->async_state.load(std::memory_order_acquire));
 }
 
+ncclResult_t launch_child(ncclComm* parent, ncclComm* child, ncclComm_t* newcomm,
+                          std::function<std::unique_ptr<Communicator>()> make, const char* fn) {
+  *newcomm = child;
+  const ncclResult_t r = launch_init(child, std::move(make), fn);
+  if (r == ncclSuccess || r == ncclInProgress) return r;
+  const std::string why = child->last_error;
+  *newcomm = nullptr;
+  release_comm(child);
+  return set_error(parent, r, why);
+}
+
 ncclResult_t wait_init(ncclComm* comm, const char* fn) noexcept {
   // Joined outside the lock: the init thread takes it when it ends.
   std::thread t;

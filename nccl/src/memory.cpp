@@ -4,6 +4,7 @@
 // collective accepts any buffer. ncclCommWindowRegister (collective in NCCL) is tracked the same
 // way: the window handle names the buffer, and collectives accept it like any other.
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 
 #include "comm.hpp"
@@ -15,14 +16,6 @@
 namespace actorcc::ncclabi {
 namespace {
 
-struct Registration {
-  static constexpr uint64_t kMagic = 0x6e63636c52454721ull;  // "ncclREG!"
-  uint64_t magic = kMagic;
-  ncclComm* comm;
-  void* buf;
-  size_t bytes;
-};
-
 ncclResult_t make_registration(ncclComm* comm, void* buf, size_t size, void** out, const char* fn) noexcept {
   if (!valid(comm)) return bad_comm(fn, comm);
   if (!out) return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + "handle is NULL");
@@ -30,19 +23,30 @@ ncclResult_t make_registration(ncclComm* comm, void* buf, size_t size, void** ou
     return set_error(comm, ncclInvalidArgument,
                      std::string(fn) + ": " + rank_prefix(comm) + "buffer is NULL or size is 0");
   return guarded(comm, fn, [&] {
-    *out = new Registration{Registration::kMagic, comm, buf, size};
+    auto reg = std::make_unique<RegisteredBuffer>(RegisteredBuffer{buf, size});
+    void* handle = reg.get();
+    std::lock_guard<std::mutex> g(comm->reg_mu);
+    comm->registrations.emplace(handle, std::move(reg));
+    *out = handle;
     return ncclSuccess;
   });
 }
 
+ncclResult_t refuse_here(ncclComm* comm, const char* fn, const char* what) noexcept {
+  return set_error(comm, ncclInvalidArgument, std::string(fn) + ": " + rank_prefix(comm) + what);
+}
+
 ncclResult_t drop_registration(ncclComm* comm, void* handle, const char* fn) noexcept {
   if (!valid(comm)) return bad_comm(fn, comm);
-  auto* r = static_cast<Registration*>(handle);
-  if (!r || r->magic != Registration::kMagic || r->comm != comm)
-    return set_error(comm, ncclInvalidArgument,
-                     std::string(fn) + ": " + rank_prefix(comm) + "not a registration handle of this communicator");
-  r->magic = 0;
-  delete r;
+  std::unique_ptr<RegisteredBuffer> gone;  // freed outside the lock
+  {
+    std::lock_guard<std::mutex> g(comm->reg_mu);
+    auto it = comm->registrations.find(handle);
+    if (it == comm->registrations.end())
+      return refuse_here(comm, fn, "not a registration handle of this communicator (or deregistered already)");
+    gone = std::move(it->second);
+    comm->registrations.erase(it);
+  }
   return ncclSuccess;
 }
 
@@ -126,11 +130,11 @@ ACTORCC_NCCL_ALIAS(ncclCommWindowDeregister)
 extern "C" ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
   const char* fn = "ncclWinGetUserPtr";
   if (!valid(comm)) return bad_comm(fn, comm);
-  auto* r = reinterpret_cast<Registration*>(win);
-  if (!outUserPtr || !r || r->magic != Registration::kMagic || r->comm != comm)
-    return set_error(comm, ncclInvalidArgument,
-                     std::string(fn) + ": " + rank_prefix(comm) + "not a window of this communicator (or outUserPtr is NULL)");
-  *outUserPtr = r->buf;
+  if (!outUserPtr) return refuse_here(comm, fn, "outUserPtr is NULL");
+  std::lock_guard<std::mutex> g(comm->reg_mu);
+  auto it = comm->registrations.find(win);
+  if (it == comm->registrations.end()) return refuse_here(comm, fn, "not a window of this communicator");
+  *outUserPtr = it->second->buf;
   return ncclSuccess;
 }
 ACTORCC_NCCL_ALIAS(ncclWinGetUserPtr)

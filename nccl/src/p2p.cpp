@@ -10,6 +10,8 @@ ncclResult_t issue_p2p(ncclComm* comm, P2POp::Kind kind, void* buf, size_t count
                        const char* fn) noexcept {
   if (!valid(comm)) return bad_comm(fn, comm);
   return guarded(comm, fn, [&] {
+    // The peer's matching call would wait for this one: a bad dtype must reach it.
+    if (const std::string bad = unknown_dtype(dtype); !bad.empty()) return refuse_argument(comm, fn, bad);
     const P2POp op{kind, buf, count, bytes_dtype(dtype, fn, comm->rank), peer};
     if (in_group()) {
       defer_p2p(comm, op, stream);

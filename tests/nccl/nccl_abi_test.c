@@ -12,6 +12,11 @@
  *   nccl_abi_test stall                a rank that stops calling
  *   nccl_abi_test elastic              4 processes: planned shrink, a SIGKILLed rank and
  *                                      NCCL_SHRINK_ABORT, revoke, grow back with new processes
+ *   nccl_abi_test group_release        ncclCommDestroy/ncclCommAbort inside a group (1 rank)
+ *   nccl_abi_test refuse               3 processes: a bad argument to split, grow or send on one
+ *                                      rank fails the others within seconds, naming it
+ *   nccl_abi_test shrinkref            3 processes: shrink refusals without side effects (its
+ *                                      caller excluded, a concurrent second shrink)
  * (`worker MODE RANK WORLD IDHEX` is what every mode but `api` and `threads` starts: one process
  * per rank.) With NCCL_ABI_TEST_GPU=1 (CUDA builds, the device machine) they run on the CUDA
  * backend, ranks sharing a GPU where one is lent (`threads` needs a GPU per rank).
@@ -470,6 +475,8 @@ static void* blocked_call(void* p) {
   /* On a GPU the call returns once enqueued; its kernel is what waits (until the abort). */
   if (a->result == ncclSuccess && !xwait(st)) a->result = ncclUnhandledCudaError;
   a->took = now_s() - t0;
+  xfree(x);
+  xstream_free(st);
   return NULL;
 }
 /* ---- elastic membership (ncclCommShrink, ncclCommRevoke, ncclCommGetUniqueId, ncclCommGrow) - */
@@ -726,6 +733,166 @@ static int stall_worker(ncclComm_t comm, int rank) {
   return g_fail ? 1 : 0;
 }
 
+/* ---- refusals that must reach the other ranks (refuse) and shrink's own (shrinkref) --------- */
+/* A fresh communicator of every rank for one case: a refusal aborts its group, not the base's. */
+static ncclComm_t fresh_dup(ncclComm_t base, int rank) {
+  ncclComm_t dup = NULL;
+  NCCLOK(ncclCommSplit(base, 0, rank, &dup, NULL));
+  return dup;
+}
+/* A rank that waited in the call a bad argument on rank `bad` refused: its call failed within
+ * seconds (the call timeout is 60 s in these modes) and names that rank. */
+static void expect_told(ncclComm_t comm, ncclResult_t r, double took, int bad, const char* what) {
+  char name[16];
+  snprintf(name, sizeof name, "rank %d", bad);
+  CHECK(r != ncclSuccess && r != ncclInProgress, "%s: the peer's call returned %d", what, (int)r);
+  CHECK(took < 5, "%s: the peer's call took %.2f s (the call timeout is 60 s)", what, took);
+  CHECK(strstr(ncclGetLastError(comm), name) && strstr(ncclGetLastError(comm), "bad argument"),
+        "%s: the peer's error does not name %s's refusal: %s", what, name, ncclGetLastError(comm));
+}
+
+/* Each case on a fresh comm of 3 ranks: rank 1 passes a bad argument to a call that is collective
+ * over the comm's group, the others make the same call correctly; rank 1 is refused at once and
+ * the others' calls fail within seconds naming rank 1 (or, for a rank not in the call, its comm's
+ * async error does). */
+static int refuse_worker(ncclComm_t base, int rank, int world) {
+  const int bad = 1;
+  ncclConfig_t wrong = NCCL_CONFIG_INITIALIZER;
+  wrong.magic = 0xdeadbeef;
+  for (int c = 0; c < 7; ++c) {
+    static const char* names[] = {"split color", "split config", "split newcomm", "grow rank", "grow config",
+                                  "send dtype", "shrink flags"};
+    ncclComm_t dup = fresh_dup(base, rank), out = NULL;
+    ncclUniqueId gid;
+    if (c == 3 || c == 4) {
+      if (rank == 0) NCCLOK(ncclCommGetUniqueId(dup, &gid));
+    }
+    float* v = xalloc(4 * sizeof(float));
+    const double t0 = now_s();
+    ncclResult_t r;
+    if (rank == bad) {
+      switch (c) {
+        case 0: r = ncclCommSplit(dup, -5, rank, &out, NULL); break;
+        case 1: r = ncclCommSplit(dup, 0, rank, &out, &wrong); break;
+        case 2: r = ncclCommSplit(dup, 0, rank, NULL, NULL); break;
+        case 3: r = ncclCommGrow(dup, world + 1, NULL, 0, &out, NULL); break;
+        case 4: r = ncclCommGrow(dup, world + 1, NULL, -1, &out, &wrong); break;
+        case 5: r = ncclSend(v, 4, (ncclDataType_t)99, 0, dup, NULL); break;
+        default: r = ncclCommShrink(dup, NULL, 0, &out, NULL, 7); break;
+      }
+      CHECK(r == ncclInvalidArgument, "%s: rank %d's bad call returned %d", names[c], rank, (int)r);
+      CHECK(strstr(ncclGetLastError(dup), "rank 1"), "%s: the refusal does not name the rank: %s", names[c],
+            ncclGetLastError(dup));
+    } else if ((c == 5 && rank != 0) || c == 6) {
+      /* Not part of the send: its comm's group is aborted all the same. A survivor already
+       * inside its own shrink would wait for the join timeout (the shrunk group's join does not
+       * watch the parent), so here the others only watch the parent. */
+      r = wait_async_error(dup, 10);
+      expect_told(dup, r, now_s() - t0, bad, names[c]);
+    } else {
+      switch (c) {
+        case 0: case 1: case 2: r = ncclCommSplit(dup, 0, rank, &out, NULL); break;
+        case 3: case 4: r = ncclCommGrow(dup, world + 1, rank == 0 ? &gid : NULL, -1, &out, NULL); break;
+        default: r = ncclRecv(v, 4, ncclFloat32, bad, dup, NULL); break;
+      }
+      expect_told(dup, r, now_s() - t0, bad, names[c]);
+      if (r == ncclSuccess && out) NCCLOK(ncclCommDestroy(out));
+    }
+    fprintf(stderr, "refuse: %s: rank %d: %d after %.2f s: %s\n", names[c], rank, (int)r, now_s() - t0,
+            ncclGetLastError(dup));
+    /* Every rank is done with the case before the refused rank lets go of its comm (which would
+     * end the others' wait by itself). */
+    CHECK(rank_sum(base, rank, world) == ncclSuccess, "rank %d: the base comm after case %s", rank, names[c]);
+    NCCLOK(ncclCommAbort(dup));
+    xfree(v);
+  }
+  NCCLOK(ncclCommDestroy(base));
+  return g_fail ? 1 : 0;
+}
+
+struct shrink_arg {
+  ncclComm_t comm, out;
+  int exclude;
+  int started; /* __atomic */
+  ncclResult_t result;
+};
+static void* shrink_call(void* p) {
+  struct shrink_arg* a = p;
+  __atomic_store_n(&a->started, 1, __ATOMIC_RELEASE);
+  a->result = ncclCommShrink(a->comm, &a->exclude, 1, &a->out, NULL, NCCL_SHRINK_DEFAULT);
+  return NULL;
+}
+
+/* 3 ranks. 1: rank 1 names itself in NCCL_SHRINK_ABORT's exclude list: refused at once, and the
+ * parent is untouched (an all-reduce of all 3 ranks on it is exact). 2: ranks 0 and 1 shrink
+ * without rank 2; each tries a second shrink while its first is under way (rank 0 from another
+ * thread while the first waits for rank 1, rank 1 inside a group before its first has run): both
+ * refused with ncclInvalidUsage, the first shrinks go on to an exact all-reduce; a shrink of the
+ * shrunk parent is refused too. Rank 2 learns that its comm was revoked. */
+static int shrinkref_worker(ncclComm_t base, int rank, int world) {
+  ncclComm_t dup = fresh_dup(base, rank), out = (ncclComm_t)0x1;
+  if (rank == 1) {
+    const double t0 = now_s();
+    const int self = rank;
+    const ncclResult_t r = ncclCommShrink(dup, (int*)&self, 1, &out, NULL, NCCL_SHRINK_ABORT);
+    CHECK(r == ncclInvalidArgument && out == NULL, "a shrink that excludes its caller returned %d", (int)r);
+    CHECK(strstr(ncclGetLastError(dup), "exclude list") && now_s() - t0 < 5, "self-exclusion: %.2f s: %s",
+          now_s() - t0, ncclGetLastError(dup));
+  }
+  CHECK(rank_sum(dup, rank, world) == ncclSuccess, "rank %d: the parent of a refused shrink: %s", rank,
+        ncclGetLastError(dup));
+  NCCLOK(ncclCommDestroy(dup));
+
+  dup = fresh_dup(base, rank);
+  const int left_out = world - 1;
+  if (rank == left_out) {
+    const ncclResult_t s = wait_async_error(dup, 20);
+    CHECK(s == ncclRemoteError && strstr(ncclGetLastError(dup), "revoked"), "the rank left out: %d: %s", (int)s,
+          ncclGetLastError(dup));
+    NCCLOK(ncclCommDestroy(dup));
+    NCCLOK(ncclCommDestroy(base));
+    return g_fail ? 1 : 0;
+  }
+  ncclComm_t shrunk = NULL, second = (ncclComm_t)0x1;
+  int ex = left_out;
+  if (rank == 0) {
+    struct shrink_arg a = {dup, NULL, left_out, 0, ncclInternalError};
+    pthread_t th;
+    pthread_create(&th, NULL, shrink_call, &a);
+    while (!__atomic_load_n(&a.started, __ATOMIC_ACQUIRE)) usleep(1000);
+    usleep(200 * 1000); /* the thread's shrink is inside, waiting for rank 1 (which starts 2 s late) */
+    const ncclResult_t r = ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_DEFAULT);
+    const char* why = ncclGetLastError(dup);
+    pthread_join(th, NULL);
+    /* Whichever came second (this call, unless the thread was held up for the 200 ms) is refused
+     * at once; the other shrinks. */
+    const int thread_first = r == ncclInvalidUsage && a.result == ncclSuccess;
+    CHECK(thread_first || (r == ncclSuccess && a.result == ncclInvalidUsage),
+          "two concurrent shrinks returned %d and %d (one must be refused, the other succeed)", (int)a.result, (int)r);
+    CHECK(!thread_first || (strstr(why, "in progress") && second == NULL), "concurrent shrink: %s", why);
+    shrunk = thread_first ? a.out : second;
+  } else {
+    usleep(2000 * 1000);
+    NCCLOK(ncclGroupStart());
+    NCCLOK(ncclCommShrink(dup, &ex, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    const ncclResult_t r = ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_DEFAULT);
+    CHECK(r == ncclInvalidUsage && second == NULL, "a second shrink in the group returned %d", (int)r);
+    NCCLOK(ncclGroupEnd());
+  }
+  if (shrunk) {
+    expect_member(shrunk, rank, world - 1, "the first shrink");
+    CHECK(rank_sum(shrunk, rank, world - 1) == ncclSuccess, "rank %d: all-reduce after the shrink", rank);
+    NCCLOK(ncclCommDestroy(shrunk));
+  }
+  second = (ncclComm_t)0x1;
+  CHECK(ncclCommShrink(dup, &ex, 1, &second, NULL, NCCL_SHRINK_ABORT) == ncclInvalidArgument && second == NULL,
+        "a shrink of a shrunk parent");
+  CHECK(strstr(ncclGetLastError(dup), "shrunk already"), "shrunk-parent text: %s", ncclGetLastError(dup));
+  NCCLOK(ncclCommDestroy(dup));
+  NCCLOK(ncclCommDestroy(base));
+  return g_fail ? 1 : 0;
+}
+
 static int worker(const char* mode, int rank, int world, const char* idhex) {
   ncclUniqueId id;
   unhex_id(idhex, &id);
@@ -764,8 +931,11 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     NCCLOK(ncclCommAbort(comm));
     return g_fail ? 1 : 0;
   }
-  if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0) {
+  if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0 ||
+      strcmp(mode, "refuse") == 0 || strcmp(mode, "shrinkref") == 0) {
     NCCLOK(ncclCommInitRank(&comm, world, id, rank));
+    if (strcmp(mode, "refuse") == 0) return refuse_worker(comm, rank, world);
+    if (strcmp(mode, "shrinkref") == 0) return shrinkref_worker(comm, rank, world);
     if (strcmp(mode, "abort") == 0) return abort_worker(comm, rank);
     if (strcmp(mode, "stall") == 0) return stall_worker(comm, rank);
     return mismatch_worker(comm, rank, strcmp(mode, "mismatch_dtype") == 0);
@@ -988,6 +1158,93 @@ static void elastic_api(void) {
   NCCLOK(ncclCommDestroy(comm));
 }
 
+/* ncclCommDestroy and ncclCommAbort inside a group take effect at the group's end, after its
+ * deferred inits and calls, which still use the comm (NCCL queues them there too); a second
+ * release of the same comm in the group is refused. One process, 1-rank comms; CI runs it under
+ * AddressSanitizer too (scripts/fuzz.sh), where any use of a freed comm fails it. */
+static ncclComm_t one_rank(void) {
+  ncclUniqueId id;
+  ncclComm_t c = NULL;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  return c;
+}
+static int mode_group_release(void) {
+  float x[4] = {1, 2, 3, 4}, y[4];
+  ncclUniqueId id;
+  ncclComm_t c = NULL, sub = NULL;
+  /* a deferred init, destroyed in its group */
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  NCCLOK(ncclCommDestroy(c));
+  NCCLOK(ncclGroupEnd());
+  /* a deferred all-reduce (nested groups: the outermost end runs it, then frees the comm) */
+  c = one_rank();
+  poison(y, sizeof y);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  NCCLOK(ncclGroupEnd());
+  CHECK(memcmp(x, y, sizeof x) != 0, "the inner group's end ran the all-reduce");
+  ncclResult_t r = ncclGroupEnd();
+  CHECK(r == ncclSuccess && memcmp(x, y, sizeof x) == 0, "a comm destroyed in the group of its all-reduce: %d (%s)",
+        (int)r, ncclGetLastError(NULL));
+  /* a grouped split whose parent is destroyed (twice: refused) in the same group */
+  c = one_rank();
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommSplit(c, 0, 0, &sub, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  CHECK(ncclCommDestroy(c) == ncclInvalidArgument, "a second destroy in the group");
+  CHECK(strstr(ncclGetLastError(c), "already destroyed"), "second destroy text: %s", ncclGetLastError(c));
+  CHECK(ncclCommAbort(c) == ncclInvalidArgument, "an abort after a destroy in the group");
+  NCCLOK(ncclGroupEnd());
+  poison(y, sizeof y);
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, sub, NULL));
+  CHECK(memcmp(x, y, sizeof x) == 0, "the split child of a parent destroyed in the group");
+  NCCLOK(ncclCommDestroy(sub));
+  /* an abort in a group: its deferred call is not run, the group's end says so, the comm is freed */
+  c = one_rank();
+  poison(y, sizeof y);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommAbort(c));
+  r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "aborted"), "a call of a comm aborted in its group: %d (%s)",
+        (int)r, ncclGetLastError(NULL));
+  /* an aborted deferred init, a destroyed nonblocking one */
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommInitRank(&c, 1, id, 0));
+  NCCLOK(ncclCommAbort(c));
+  NCCLOK(ncclGroupEnd());
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  NCCLOK(ncclGetUniqueId(&id));
+  NCCLOK(ncclGroupStart());
+  r = ncclCommInitRankConfig(&c, 1, id, 0, &cfg);
+  CHECK(r == ncclSuccess || r == ncclInProgress, "grouped nonblocking init: %d", (int)r);
+  NCCLOK(ncclCommDestroy(c));
+  r = ncclGroupEnd();
+  CHECK(r == ncclSuccess || r == ncclInProgress, "a nonblocking init destroyed in its group: %d", (int)r);
+  /* ncclGroupSimulateEnd drops the calls, frees the released comm; a shrink it dropped gave its
+   * claim on the parent back */
+  c = one_rank();
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclCommShrink(c, NULL, 0, &sub, NULL, NCCL_SHRINK_DEFAULT));
+  CHECK(ncclGroupSimulateEnd(&si) == ncclInvalidUsage, "simulate");
+  NCCLOK(ncclCommDestroy(sub)); /* its init never ran */
+  NCCLOK(ncclCommShrink(c, NULL, 0, &sub, NULL, NCCL_SHRINK_DEFAULT));
+  NCCLOK(ncclCommDestroy(sub));
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL));
+  NCCLOK(ncclCommDestroy(c));
+  CHECK(ncclGroupSimulateEnd(&si) == ncclInvalidUsage, "simulate");
+  return g_fail ? 1 : 0;
+}
+
 static int mode_api(void) {
   /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
@@ -1068,6 +1325,9 @@ static int mode_api(void) {
   NCCLOK(ncclCommWindowDeregister(comm, w));
   NCCLOK(ncclCommDeregister(comm, h));
   CHECK(ncclCommDeregister(comm, &x) == ncclInvalidArgument, "a bogus handle was deregistered");
+  CHECK(ncclCommDeregister(comm, h) == ncclInvalidArgument, "a handle was deregistered twice");
+  CHECK(ncclCommWindowDeregister(comm, w) == ncclInvalidArgument, "a window was deregistered twice");
+  NCCLOK(ncclCommRegister(comm, p, 4096, &h)); /* left registered: freed with the comm */
   NCCLOK(ncclMemFree(p));
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
@@ -1111,7 +1371,8 @@ int main(int argc, char** argv) {
   signal(SIGBUS, on_fatal);
   signal(SIGABRT, on_fatal);
   if (argc < 2) {
-    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill\n", argv[0]);
+    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill|mismatch|stall|elastic|group_release|refuse|shrinkref\n",
+            argv[0]);
     return 2;
   }
   const char* m = argv[1];
@@ -1123,7 +1384,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 #endif
-  if (strcmp(m, "api") == 0) {
+  if (strcmp(m, "api") == 0 || strcmp(m, "group_release") == 0) {
     /* The API checks use host scalars and the CPU-only mode's answers (device -1, host memory). */
     g_gpu = 0;
     setenv("ACTORCC_BACKEND", "cpu", 1);
@@ -1131,6 +1392,7 @@ int main(int argc, char** argv) {
   if (strcmp(m, "worker") == 0 && argc == 6) return worker(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
   int rc;
   if (strcmp(m, "api") == 0) rc = mode_api();
+  else if (strcmp(m, "group_release") == 0) rc = mode_group_release();
   else if (strcmp(m, "procs") == 0 && argc == 3) rc = launch("procs", atoi(argv[2]), 60, -1);
   else if (strcmp(m, "threads") == 0 && argc == 3) rc = mode_threads(atoi(argv[2]));
   else if (strcmp(m, "abort") == 0) rc = launch("abort", 2, 40, -1);
@@ -1140,6 +1402,10 @@ int main(int argc, char** argv) {
     rc = launch("stall", 2, 40, -1);
   }
   else if (strcmp(m, "kill") == 0) rc = launch("kill", 2, 40, 1);
+  else if (strcmp(m, "refuse") == 0 || strcmp(m, "shrinkref") == 0) {
+    setenv("ACTORCC_TIMEOUT_S", "60", 1); /* far longer than the few seconds the peers may take */
+    rc = launch(m, 3, 80, -1);
+  }
   else if (strcmp(m, "elastic") == 0) rc = launch("elastic", 4, 80, 2);
   else {
     fprintf(stderr, "unknown mode %s\n", m);

@@ -4,6 +4,7 @@
 #include "faults.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -121,8 +122,18 @@ Fn real_function(const char* name) {
 
 }  // namespace mpw
 
+namespace mpw {
+namespace {
+std::function<void(const char*)> before_open;  // arm_before_shm_open's action, run once
+std::atomic<bool> before_open_fired{false};
+}  // namespace
+
+void arm_before_shm_open(std::function<void(const char*)> action) { before_open = std::move(action); }
+}  // namespace mpw
+
 extern "C" int shm_open(const char* name, int oflag, mode_t mode) {
   static auto real = mpw::real_function<int (*)(const char*, int, mode_t)>("shm_open");
+  if (!(oflag & O_CREAT) && mpw::before_open && !mpw::before_open_fired.exchange(true)) mpw::before_open(name);
   const int fd = real(name, oflag, mode);
   mpw::setup_fault.after("shm_open");
   return fd;

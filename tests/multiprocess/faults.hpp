@@ -1,5 +1,6 @@
 // mp_worker's fault and error modes (faults.cpp). Each returns the worker's exit code.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "worker_args.hpp"
@@ -18,6 +19,13 @@ int bad_call(Communicator& c, const Args& a, const std::string& tag);
 // The next `at` ("shm_open" | "listen") of this process injects `fault` (once): a fault inside a
 // group's setup, which the public API does not expose.
 void arm_setup_fault(const std::string& fault, const std::string& at);
+// This process's next shm_open of an existing segment (a local rank mapping its group's
+// segment) first runs `action` with the segment's name (once).
+void arm_before_shm_open(std::function<void(const char*)> action);
+// The segment is removed, or swept from another pid namespace, while the group forms
+// (--phase removed | pidns_sweep; shm_removal.cpp); sweep_group: a group of one that only sweeps.
+int shm_removal_run(const Args& a);
+int sweep_group_run(const Args& a);
 // Elastic membership scenarios (--phase; elastic.cpp).
 int elastic_run(const Args& a);
 // True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...

@@ -168,16 +168,18 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
   // harmless: ranks that mapped the segment keep it.
   try {
     // Step 2: everyone else maps it; all report, so a failure anywhere fails every rank here.
+    // The creator made it before announcing it, so a rank that finds it missing fails at once
+    // (ShmSegment::open), and with it every rank at this gather, within seconds of the removal.
     std::string map_err;
     if (!is_creator) {
       try {
-        seg = ShmSegment::open(name, l.total, dl);
+        seg = ShmSegment::open(name, l.total);
         auto* h = static_cast<Header*>(seg.data());
         if (h->magic != kMagic || h->version != kVersion || h->nranks != static_cast<uint32_t>(n) ||
             h->buffer_bytes != buffer)
           throw SystemError("shared memory segment '" + name + "' has an unexpected header");
       } catch (const std::exception& e) {
-        map_err = Outcomes::reason(e);
+        map_err = "local rank " + std::to_string(ctx.local_index) + ": " + Outcomes::reason(e);
       }
     }
     const auto mapped = Outcomes::gather_error(*ctx.bootstrap, map_err, dl);

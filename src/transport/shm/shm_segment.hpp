@@ -2,11 +2,13 @@
 // the mapping lives until the object dies. Unlinking as soon as every local rank has mapped
 // the segment means a SIGKILL later leaves nothing behind in /dev/shm: the kernel frees the
 // memory when the last mapping goes.
+// Until then the creator holds an exclusive flock on the segment's file: the one sign of life a
+// process in another pid namespace sharing /dev/shm (docker --ipc=host, unshare -p) can see, where
+// the creator's pid means nothing. The kernel drops the lock when the creator dies, however it dies.
 #pragma once
 #include <cstddef>
 #include <string>
 
-#include "common/deadline.hpp"
 #include "common/unique_fd.hpp"
 
 namespace actorcc {
@@ -20,21 +22,24 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // Creates `name` ("/actorcc-...") exclusively, sizes it and reserves its pages (so a full
-  // /dev/shm fails here with an error instead of SIGBUS later), and maps it zero-filled.
-  // Throws SystemError.
+  // Creates `name` ("/actorcc-...") exclusively, locks it (before it has a size, so a sweep never
+  // takes a sized segment for an orphan), sizes it and reserves its pages (so a full /dev/shm
+  // fails here with an error instead of SIGBUS later), and maps it zero-filled. The lock is held
+  // until unlink(). Throws SystemError.
   static ShmSegment create(const std::string& name, size_t bytes);
-  // Opens and maps an existing segment of at least `bytes`, retrying until `deadline` while it
-  // does not exist yet or is still being sized. Throws SystemError / TimeoutError.
-  static ShmSegment open(const std::string& name, size_t bytes, Deadline deadline);
+  // Opens and maps an existing segment of at least `bytes`. The caller knows it exists (its
+  // creator announced it), so a missing one was removed by someone else: that fails at once,
+  // saying so, instead of waiting for a segment that will never come back. Throws SystemError.
+  static ShmSegment open(const std::string& name, size_t bytes);
 
-  // Removes the name (creator only; idempotent). The mapping stays valid.
+  // Removes the name and releases the lock (creator only; idempotent). The mapping stays valid.
   void unlink() noexcept;
 
-  // Segment names end in "-p<creator pid>". Removes every segment in /dev/shm whose name starts
-  // with `prefix`, that belongs to this user, and whose creator is no longer alive (exited, or a
-  // zombie its parent has not reaped yet): what a group left behind when its processes were
-  // killed during setup, before any could unlink. Returns how many were removed.
+  // Removes every segment in /dev/shm whose name starts with `prefix` and ends in "-p<digits>"
+  // (ShmGroup's names), that belongs to this user, and whose creator's lock is free: the creator
+  // is gone (exited, killed, a zombie), in this pid namespace or any other: what a group left
+  // behind when its processes were killed during setup, before any could unlink. Returns how
+  // many were removed.
   static int remove_orphans(const std::string& prefix) noexcept;
 
   void* data() const { return addr_; }
@@ -48,6 +53,7 @@ class ShmSegment {
   void* addr_ = nullptr;
   size_t size_ = 0;
   bool owner_ = false;  // created by this process and not yet unlinked
+  UniqueFd lock_;       // the creator's descriptor holding the flock, while owner_
 };
 
 }  // namespace actorcc

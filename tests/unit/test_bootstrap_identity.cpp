@@ -286,3 +286,34 @@ TEST(BootstrapIdentity, ARankOfAnotherRunIsRefusedAndTheGroupForms) {
   }));
   ::unsetenv("ACTORCC_RUN_ID");
 }
+
+// Protocol 3 against another version: each side says so. A root drops a frame of another frame
+// version (its log names it: "a peer of another actorcc version"); a joiner whose root greets
+// with a frame it cannot read says that every rank and the root need the same version, at once.
+TEST(BootstrapIdentity, APeerOfAnotherProtocolVersionIsNamedOnBothSides) {
+  clear_run_ids();
+  const UniqueId id = UniqueId::create("127.0.0.1");
+  net::Fd old = raw_connect(id);
+  uint8_t head[wire::kHeaderBytes] = {0x43, 0x54, 0x43, 0x41, 2, 0, 1, 0, 0, 0, 0, 0};  // a version-2 HELLO
+  ASSERT_EQ(net::send_all(old.get(), head, sizeof head, in(milliseconds(1000))).status, net::IoStatus::Ok);
+  EXPECT_TRUE(closed_within(old.get(), milliseconds(1000)));
+
+  // A listener that greets with a frame of version 4, as a later actorcc's root might.
+  net::Fd fake = net::listen_on(*net::resolve("127.0.0.1", 0));
+  const uint16_t port = net::local_address(fake.get()).port();
+  std::thread greeter([&] {
+    pollfd p{fake.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) return;
+    net::Fd c(::accept4(fake.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    uint8_t v4[wire::kHeaderBytes] = {0x43, 0x54, 0x43, 0x41, 4, 0, 13, 0, 16, 0, 0, 0};
+    net::send_all(c.get(), v4, sizeof v4, in(milliseconds(1000)));
+    std::this_thread::sleep_for(milliseconds(500));
+  });
+  const UniqueId aid = address_unique_id("127.0.0.1", port, 2);
+  const auto t0 = steady_clock::now();
+  auto msg = expect_throw<RemoteError>([&] { join(aid, 1, 2, milliseconds(30000)); });
+  greeter.join();
+  EXPECT_TRUE(contains(msg, "frame version 4 is not supported (this build speaks 3)")) << msg;
+  EXPECT_TRUE(contains(msg, "every rank and the root need the same actorcc version")) << msg;
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(3000));
+}

@@ -290,8 +290,11 @@ def test_two_launches_on_one_address_never_mix_their_data(tmp_path, monkeypatch,
     out = _two_launches(tmp_path, order, run_ids=False)
     for who, (kind, val) in out.items():
         assert kind == "err", f"{who} returned {val} (A's sum is 3, B's 30) without an error"
-        if who == "A1" and order[-1] == "A1" and "could not connect" in val["msg"]:
-            continue  # it came after its rank 0 had failed and exited: the root went with it
+        if who == order[-1] and ("could not connect" in val["msg"] or "did not join within" in val["msg"]):
+            # It came after the poisoned group's rank 0 had failed and exited, and the root with
+            # it: a joiner finds no root, a rank 0 hosts one that its own rank 1 (failed) never
+            # reaches. An error all the same, with no data.
+            continue
         assert "two roots for" in val["msg"] or "rank 1 is claimed twice" in val["msg"], (who, val["msg"])
 
 

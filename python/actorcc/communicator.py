@@ -217,7 +217,10 @@ class Communicator(CollectiveCalls):
     def from_address(cls, host, port, rank, world_size, device=None, timeout=None, join_timeout=None,
                      backend="auto", *, algo="", checked=False, workspace_bytes=0):
         """vLLM-style group: rank 0 hosts the root on host:port, the others connect to it
-        (retrying until join_timeout while rank 0 is not up yet)."""
+        (retrying until join_timeout while rank 0 is not up yet). Ranks of one launch should
+        share a run id (ACTORCC_RUN_ID, else the launcher's TORCHELASTIC_RUN_ID or SLURM_JOB_ID):
+        a rank of another launch on the same address is then refused, and the group forms
+        without waiting the 1 s in which, without one, a second launch would show itself."""
         c = _open(lambda dev, be: _Communicator.from_address(
             str(host), int(port), int(rank), int(world_size), backend=be, device=dev,
             timeout=_seconds(timeout, "timeout"), join_timeout=_seconds(join_timeout, "join_timeout"),

@@ -7,7 +7,10 @@
 
 #include "actorcc/error.hpp"
 #include "bootstrap/frame_io.hpp"
+#include "bootstrap/greeting.hpp"
+#include "bootstrap/hello_auth.hpp"
 #include "bootstrap/id_fields.hpp"
+#include "bootstrap/run_id.hpp"
 #include "common/fd_table.hpp"
 #include "common/log.hpp"
 #include "common/thread_cpu.hpp"
@@ -32,12 +35,6 @@ constexpr milliseconds kRefusedGrace(2000);
 constexpr milliseconds kByeTimeout(500);
 constexpr milliseconds kAbortSendTimeout(1000);
 constexpr milliseconds kStatusTimeout(1000);
-
-std::string local_hostname() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
-  return buf;
-}
 
 // The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
 // hosting its root, so losing the root names that process loudly.
@@ -86,37 +83,44 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   const std::optional<ThreadCpu> cpu_join =
       log::level() >= log::Level::Debug ? thread_cpu() : std::nullopt;
   auto since = [&t_join] { return duration<double, std::milli>(Clock::now() - t_join).count(); };
-  net::Fd fd;
-  try {
-    fd = net::connect_with_retry(f.root, join_deadline, abort.get(), rank,
-                                 f.rank0_hosts ? std::nullopt : std::optional<milliseconds>(kRefusedGrace));
-  } catch (const RemoteError& e) {
-    throw RemoteError("the actorcc root of this UniqueId at " + where + " is gone: " + e.message() +
-                          ". A UniqueId.create() root listens from its creation until every rank of its group "
-                          "has left, so either this id's group already formed and ended (a UniqueId serves one "
-                          "group: create a new one for each group) or the process that created it exited",
-                      -1, rank);
-  }
-
-  wire::Hello h;
-  h.token = f.token;
-  h.rank = rank;
-  h.world = world;
-  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
-  h.pid = static_cast<uint32_t>(::getpid());
-  h.host = local_hostname();
-  h.blob = self_blob;
-
-  auto root_lost = [&](const std::string& detail) {
-    abort->raise(root_rank, ErrorCode::Remote,
-                 root_lost_text(where, root_rank, detail) + " (while joining)");
-    abort->rethrow();
-  };
+  // Silence means "not an actorcc root" only where the user picked the port (from_address):
+  // a UniqueId.create() root listens from its creation on a port the system chose, so a silent
+  // one is that root, stopped or overloaded, and is waited for as before.
+  bootstrap::GreetingRules rules{join_deadline, answer_by, f.rank0_hosts,
+                                 f.rank0_hosts ? std::nullopt : std::optional<milliseconds>(kRefusedGrace), {}};
   auto no_answer = [&]() {
     throw TimeoutError("the actorcc root at " + where +
                            " did not answer within the join deadline (plus " +
                            std::to_string(kJoinGrace.count() / 1000) + " s grace)",
                        rank);
+  };
+  rules.on_gone = [&](const Error& e) {
+    throw RemoteError("the actorcc root of this UniqueId at " + where + " is gone: " + e.message() +
+                          ". A UniqueId.create() root listens from its creation until every rank of its group "
+                          "has left, so either this id's group already formed and ended (a UniqueId serves one "
+                          "group: create a new one for each group) or the process that created it exited",
+                      -1, rank);
+  };
+  std::optional<bootstrap::Greeting> greeted = bootstrap::greet(f.root, rules, abort.get(), rank);
+  if (!greeted) no_answer();
+  net::Fd fd = std::move(greeted->fd);
+
+  const bootstrap::RunId run = bootstrap::launcher_run_id();
+  wire::Hello h;
+  h.rank = rank;
+  h.world = world;
+  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
+  h.pid = static_cast<uint32_t>(::getpid());
+  h.host = net::host_name();
+  h.run_id = run.value;
+  h.run_id_from = run.source;
+  h.blob = self_blob;
+  bootstrap::sign_hello(h, f.token, greeted->nonce);
+
+  auto root_lost = [&](const std::string& detail) {
+    abort->raise(root_rank, ErrorCode::Remote,
+                 root_lost_text(where, root_rank, detail) + " (while joining)");
+    abort->rethrow();
   };
 
   // This rank's own abort while it waits (interrupt_constructions: Ctrl-C) goes to the root, so

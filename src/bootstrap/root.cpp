@@ -19,8 +19,8 @@ namespace actorcc::bootstrap {
 
 using root_detail::same_token;
 
-RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_world)
-    : impl_(std::make_unique<Impl>(std::move(listener), token, expected_world)) {
+RootServer::RootServer(net::Fd listener, const wire::Token& token, int expected_world, std::optional<RunId> run_id)
+    : impl_(std::make_unique<Impl>(std::move(listener), token, expected_world, std::move(run_id))) {
   int p[2];
   if (::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw SystemError(std::string("pipe2(): ") + std::strerror(errno));
   impl_->wake_r.reset(p[0]);
@@ -114,8 +114,8 @@ class RootRegistry {
 
 }  // namespace
 
-void launch_root(net::Fd listener, const wire::Token& token, int expected_world) {
-  keep_root(std::make_unique<RootServer>(std::move(listener), token, expected_world));
+void launch_root(net::Fd listener, const wire::Token& token, int expected_world, std::optional<RunId> run_id) {
+  keep_root(std::make_unique<RootServer>(std::move(listener), token, expected_world, std::move(run_id)));
 }
 
 void keep_root(std::unique_ptr<RootServer> server) { RootRegistry::instance().add(std::move(server)); }

@@ -4,8 +4,10 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "bootstrap/run_id.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/wire.hpp"
 
@@ -15,8 +17,13 @@ class RootServer {
  public:
   // Takes a listening socket and serves the group authenticated by `token` on a new thread.
   // `expected_world` > 0 (the from_address id carries it) refuses a HELLO of another world
-  // size; 0 lets the first admitted HELLO fix it.
-  RootServer(net::Fd listener, const wire::Token& token, int expected_world = 0);
+  // size; 0 lets the first admitted HELLO fix it. `run_id` (the from_address path: rank 0's)
+  // refuses a HELLO of another run; where it is empty (no launcher names the run) the group is
+  // welcomed no sooner than kClaimWindow after the root began listening, so that a second launch
+  // on the address started as close shows itself (a duplicate claim, a second root) before any
+  // rank has the peer table. Without it, run ids are not compared.
+  RootServer(net::Fd listener, const wire::Token& token, int expected_world = 0,
+             std::optional<RunId> run_id = std::nullopt);
   ~RootServer();  // stops and joins the thread
   RootServer(const RootServer&) = delete;
   RootServer& operator=(const RootServer&) = delete;
@@ -38,7 +45,8 @@ class RootServer {
 // Starts a root on `listener` and keeps it in a process-wide registry. The registry is a
 // function-local static: at process exit its destructor stops and joins every root still
 // running, so a root never blocks exit and never outlives the statics it uses.
-void launch_root(net::Fd listener, const wire::Token& token, int expected_world = 0);
+void launch_root(net::Fd listener, const wire::Token& token, int expected_world = 0,
+                 std::optional<RunId> run_id = std::nullopt);
 
 // Keeps a root started elsewhere in the same registry (a shrunk group's root, on the socket a
 // survivor reserved for it: core/elastic.cpp).

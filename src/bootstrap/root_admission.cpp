@@ -3,6 +3,8 @@
 // while the group forms fails the group at once, naming it.
 #include "bootstrap/root_state.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -28,19 +30,24 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     mark_broken(c, "sent a second HELLO");
     return;
   }
-  if (!same_token(h.token, token)) {
-    gate.log("rejected a join from " + c.peer + ": wrong token (a stale UniqueId, one from another group, or a stranger)");
+  if (!hello_verifies(h, token, c.nonce)) {
+    gate.log("rejected a join from " + c.peer +
+             ": wrong token (a stale UniqueId, one from another group, a replayed HELLO, or a stranger)");
     close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
                                 where + " (stale or from another group?)"});
     return;
   }
+  // From here on the HELLO is authenticated: its host, pid and run id are the sender's own.
+  const std::string claimant = "host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
+                               std::to_string(h.pid) + " at " + c.peer;
   // A rank with the right token is one the group is waiting for: when it is rejected while the
   // group forms, the others are told at once (they would otherwise wait out the join
-  // deadline without learning why), and so is anyone who joins later.
-  auto reject = [&](const std::string& reason) {
+  // deadline without learning why), and so is anyone who joins later. `poison`: the group fails
+  // even after it formed (a rank claimed twice).
+  auto reject = [&](const std::string& reason, bool poison = false) {
     LOG_WARN("actorcc root " << where << ": rejected " << who << ": " << reason);
     close_after(c, wire::Reject{reason});
-    if (world >= 0 && !welcomed)
+    if ((world >= 0 && !welcomed) || poison)
       fail_group(wire::PeerLost{h.rank, "rank " + std::to_string(h.rank) + " was rejected: " + reason});
   };
   if (h.protocol_version != wire::kProtocolVersion) {
@@ -48,8 +55,24 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
            " but the root speaks " + std::to_string(wire::kProtocolVersion) + " (mixed actorcc versions?)");
     return;
   }
+  // Another launch's rank (same address, same token: no secret, or one shared by both): refused
+  // before it is a claim on this group, which goes on undisturbed.
+  if (run_id && h.run_id != run_id->value) {
+    const RunId theirs{h.run_id, h.run_id_from};
+    const std::string why = "rank " + std::to_string(h.rank) + " (" + claimant + ") belongs to " + describe(theirs) +
+                            ", but the group at " + where + " is " + describe(*run_id) + ", its rank 0's: " +
+                            "another launch uses this address (give each launch its own port), or the ranks " +
+                            "of one launch disagree (set ACTORCC_RUN_ID to one value on every rank)";
+    gate.log("refused a join: " + why);
+    close_after(c, wire::Reject{why});
+    return;
+  }
   if (failure) {  // too late: tell it why the group is gone
     close_after(c, *failure);
+    return;
+  }
+  if (h.flags & wire::kHelloSecondRoot) {
+    on_second_root(c, h);
     return;
   }
   if (h.world <= 0 || h.world > kMaxWorld) {
@@ -74,9 +97,16 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     settle_world(false);
     return;
   }
+  // Two processes hold the token and claim one rank: two launches share the address (and the
+  // secret, or have none), or a launcher started a rank twice. Which one belongs here cannot be
+  // known, so the group is poisoned whenever it comes, formed or not: no rank may go on with
+  // data that could come from another launch's process.
   if (world >= 0 && !joined_from[h.rank].empty()) {
     reject("rank " + std::to_string(h.rank) + " already joined from " + joined_from[h.rank] +
-           "; a second join for it came from " + c.peer + " (pid " + std::to_string(h.pid) + ")");
+               "; a second join for it came from " + claimant + ": rank " + std::to_string(h.rank) +
+               " is claimed twice (two launches on the address " + where +
+               "? give each its own port, or set ACTORCC_RUN_ID), so the group is poisoned",
+           true);
     return;
   }
   if (world < 0) {
@@ -95,8 +125,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
   c.in.set_max_payload(wire::kMaxPayload);
   admitted_any.store(true, std::memory_order_release);
   rank_conn[h.rank] = &c;
-  joined_from[h.rank] = "host " + (h.host.empty() ? std::string("?") : h.host) + " pid " + std::to_string(h.pid) +
-                        " at " + c.peer;
+  joined_from[h.rank] = claimant;
   blobs[h.rank] = h.blob;
   ++joined;
   // The root cannot know the callers' join timeout, so each HELLO carries it and the
@@ -109,19 +138,40 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
   LOG_DEBUG("actorcc root " << where << ": rank " << h.rank << " of " << world << " joined from "
                             << joined_from[h.rank]);
   if (!disputed.empty()) settle_world(false);
-  if (joined == world && !failure) {
-    if (log::level() >= log::Level::Debug) {
-      // The thread's figures first: their span then lies within the time they are set against.
-      const std::string cpu = thread_cpu_since(serving_cpu);
-      const double ms = duration<double, std::milli>(Clock::now() - serving_since).count();
-      LOG_DEBUG("actorcc root " << where << ": all " << world << " ranks joined: WELCOME, " << ms
-                                << " ms after it began serving" << cpu);
-    }
-    welcomed = true;
-    wire::Welcome w{std::move(blobs)};
-    blobs.clear();
-    broadcast(w);
+  welcome_if_complete();
+}
+
+void RootServer::Impl::welcome_if_complete() {
+  if (welcomed || failure || world <= 0 || joined != world || Clock::now() < welcome_not_before) return;
+  if (log::level() >= log::Level::Debug) {
+    // The thread's figures first: their span then lies within the time they are set against.
+    const std::string cpu = thread_cpu_since(serving_cpu);
+    const double ms = duration<double, std::milli>(Clock::now() - serving_since).count();
+    LOG_DEBUG("actorcc root " << where << ": all " << world << " ranks joined: WELCOME, " << ms
+                              << " ms after it began serving" << cpu);
   }
+  welcomed = true;
+  wire::Welcome w{std::move(blobs)};
+  blobs.clear();
+  broadcast(w);
+}
+
+void RootServer::Impl::on_second_root(Conn& c, const wire::Hello& h) {
+  // This root runs in the process of the rank 0 that started it (the from_address path).
+  const std::string mine = joined_from.size() > 0 && !joined_from[0].empty()
+                               ? joined_from[0]
+                               : "this root's own process (host " + self_host + " pid " + std::to_string(::getpid()) + ")";
+  const std::string why = "two roots for " + where + ": rank 0 of this group (" + mine + ") hosts it, and another " +
+                          "rank 0 (host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
+                          std::to_string(h.pid) + ") could not listen there: two launches share the address " +
+                          "(give each its own port, or set ACTORCC_RUN_ID), and ranks of either may have joined " +
+                          "this group, so it is poisoned";
+  LOG_WARN("actorcc root " << where << ": " << why);
+  close_after(c, wire::Reject{why});
+  // Nobody may have joined yet: keep answering latecomers with the reason until the other
+  // rank 0's join deadline, as for any group that failed while forming.
+  if (!join_deadline) join_deadline = saturating_after(Clock::now(), h.join_timeout_ms);
+  fail_group(wire::PeerLost{0, why});
 }
 
 }  // namespace actorcc::bootstrap

@@ -28,6 +28,12 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
     send(c, *overrun);
     return;
   }
+  // A group poisoned after it formed (a rank claimed twice) completes nothing more: every rank
+  // was told, and a rank that has not read it yet must not get a result instead.
+  if (failure) {
+    send(c, *failure);
+    return;
+  }
   if (held[c.rank] + a.blob.size() > kMaxHeldPerRank || held_total + a.blob.size() > kMaxHeldTotal) {
     refuse_overrun(c, a);
     return;

@@ -106,6 +106,10 @@ void RootServer::Impl::accept_all() {
         LOG_DEBUG("actorcc root " << where << ": accepted a connection from " << c.peer);
         c.fd = std::move(fd);
         c.hello_by = Clock::now() + kHelloTimeout;
+        // At once: a joiner waits for it (a few seconds on the from_address path) to tell an
+        // actorcc root from another program holding the port.
+        c.nonce = challenges.next();
+        send(c, wire::Challenge{c.nonce});
       },
       [&] { evict_oldest_stranger(); });  // freed by the next sweep()
 }
@@ -151,6 +155,7 @@ void RootServer::Impl::on_timers() {
     else if (c.state == Conn::State::Closing && now >= c.close_by) c.state = Conn::State::Dead;
   }
   if (dispute_until && now >= *dispute_until) settle_world(true);
+  welcome_if_complete();
   if (world > 0 && !welcomed && !failure && now >= next_join_note) note_missing_joiners(now);
   if (join_deadline && !welcomed && !failure && now >= *join_deadline) {
     std::vector<int> missing;
@@ -214,6 +219,7 @@ int RootServer::Impl::poll_timeout() const {
   if (gate.resumes_at() > now) next = std::min(next, gate.resumes_at());
   if (join_deadline && !welcomed && *join_deadline > now) next = std::min(next, *join_deadline);
   if (dispute_until) next = std::min(next, *dispute_until);
+  if (world > 0 && joined == world && !welcomed && !failure) next = std::min(next, welcome_not_before);
   if (world > 0 && !welcomed && !failure) next = std::min(next, next_join_note);
   if (losses) next = std::min(next, losses->first + kLossGrace);
   for (const Conn& c : conns) {

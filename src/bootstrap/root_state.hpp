@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/hello_auth.hpp"
 #include "bootstrap/root.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/stranger_gate.hpp"
@@ -47,6 +48,13 @@ inline constexpr std::chrono::milliseconds kJoinNoteFirst(5000);
 inline constexpr std::chrono::milliseconds kJoinNoteEvery(10000);
 // How long a one-against-one world-size dispute waits for a third rank's claim.
 inline constexpr std::chrono::milliseconds kDisputeWait(2000);
+// A from_address root without a run id welcomes its group no sooner than this after it began
+// listening. Two launches on one address started this close always show each other before any
+// rank has the peer table: a rank that was retrying the connection before the root came up
+// reaches it within its back-off (500 ms at most), and a second rank 0 reports its failed
+// listen at once. A launch that starts later still poisons the group when it shows, but ranks
+// may have returned results by then: only a run id keeps it out from the start.
+inline constexpr std::chrono::milliseconds kClaimWindow(1000);
 // Compares tokens in time independent of where they differ.
 inline bool same_token(const wire::Token& a, const wire::Token& b) {
   uint8_t d = 0;
@@ -91,6 +99,7 @@ struct Conn {
   std::string broken_detail;
   Clock::time_point hello_by{};  // only before HELLO
   Clock::time_point close_by{};  // only while Closing
+  wire::Token nonce{};           // this connection's CHALLENGE, which its HELLO must answer
   int rank = -1;                 // >= 0 once admitted
   bool disputed = false;         // held: its HELLO's world size disagrees (Impl::disputed)
   bool write_shut = false;
@@ -101,21 +110,28 @@ struct Conn {
 
 struct RootServer::Impl {
   using Conn = root_detail::Conn;
-  Impl(net::Fd l, const wire::Token& t, int expected)
+  Impl(net::Fd l, const wire::Token& t, int expected, std::optional<RunId> run)
       : listener(std::move(l)),
         token(t),
         expected_world(expected),
+        run_id(std::move(run)),
         where(net::local_address(listener.get()).to_string()),
-        gate("actorcc root " + where) {}
+        gate("actorcc root " + where),
+        welcome_not_before(run_id && run_id->value.empty() ? Clock::now() + root_detail::kClaimWindow
+                                                           : Clock::time_point{}) {}
 
   net::Fd listener;
   net::Fd wake_r, wake_w;  // self-pipe: stop() wakes poll()
   wire::Token token;
   int expected_world = 0;  // from the id (from_address path); 0 = fixed by the first HELLO
+  std::optional<RunId> run_id;  // the run this root serves (from_address path); nullopt: not compared
   std::string where;  // listener address, for log lines
+  std::string self_host = net::host_name();  // this process's, for the second-root message
+  ChallengeSource challenges;
   std::atomic<bool> stop{false};
   std::atomic<bool> admitted_any{false};  // a rank has joined: the root is in use
   net::StrangerGate gate;  // the cap, the EMFILE back-off, the log limit
+  Clock::time_point welcome_not_before;  // kClaimWindow
   Clock::time_point next_join_note{};  // when to say again which ranks have not joined
   // ACTORCC_LOG=debug: when the thread began serving, and its CPU figures then (the WELCOME's
   // line says whether a slow formation was this thread waiting for a CPU)
@@ -179,6 +195,10 @@ struct RootServer::Impl {
   // ---- admission (root_admission.cpp) ----
   void fail_group(const wire::Message& m);
   void on_hello(Conn& c, const wire::Hello& h);
+  // A rank 0 that could not listen on this root's address: two roots for one address.
+  void on_second_root(Conn& c, const wire::Hello& h);
+  // Sends the WELCOME once every rank joined (and kClaimWindow has passed, where it applies).
+  void welcome_if_complete();
   // Decides a world-size dispute when the claims allow it (or `expired`): the ranks in the
   // minority are at fault, and the group fails naming them.
   void settle_world(bool expired);

@@ -153,6 +153,12 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
 Fd listen_on(const SockAddr& addr, int backlog) {
   Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) throw SystemError("socket(): " + errno_text(errno));

@@ -35,6 +35,8 @@ struct SockAddr {
 
 // Resolves a host name or numeric address (IPv4 preferred); nullopt when it does not resolve.
 std::optional<SockAddr> resolve(const std::string& host, uint16_t port);
+// This host's name (gethostname), "" when it has none: error messages name processes by it.
+std::string host_name();
 // This host's first non-loopback IPv4 address that is up, if any.
 std::optional<std::string> first_non_loopback_ipv4();
 

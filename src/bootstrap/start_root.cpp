@@ -4,10 +4,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <mutex>
+#include <variant>
 
 #include "actorcc/error.hpp"
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/frame_io.hpp"
+#include "bootstrap/greeting.hpp"
+#include "bootstrap/hello_auth.hpp"
 #include "bootstrap/id_fields.hpp"
 #include "bootstrap/root.hpp"
 #include "bootstrap/siphash.hpp"
@@ -92,13 +98,60 @@ UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
   return bootstrap::make_id(f);
 }
 
+namespace {
+
+// Another listener holds the id's address. If it is this group's kind of root (the token
+// verifies: the same address, world and secret), ranks of this launch may be joining it as if it
+// were ours, so it is told (a HELLO flagged kHelloSecondRoot) and poisons its group; its answer,
+// or what answered instead, is returned for this rank 0's error.
+std::string report_to_holder(const bootstrap::IdFields& f) {
+  constexpr auto kProbe = std::chrono::milliseconds(2000);
+  const Deadline by = Deadline::after(kProbe);
+  try {
+    auto g = bootstrap::greet(f.root, {by, by, true, std::chrono::milliseconds(0), {}}, nullptr, 0);
+    if (!g)
+      return "what holds it sent nothing within " + std::to_string(kProbe.count() / 1000) +
+             " s: it is not an actorcc root (another program holds the port?)";
+    const bootstrap::RunId run = bootstrap::launcher_run_id();
+    wire::Hello h;
+    h.rank = 0;
+    h.world = f.world;
+    h.join_timeout_ms = static_cast<uint64_t>(kProbe.count());
+    h.pid = static_cast<uint32_t>(::getpid());
+    h.flags = wire::kHelloSecondRoot;
+    h.host = net::host_name();
+    h.run_id = run.value;
+    h.run_id_from = run.source;
+    bootstrap::sign_hello(h, f.token, g->nonce);
+    if (wire::send_message(g->fd.get(), h, by).status != net::IoStatus::Ok)
+      return "an actorcc root holds it, and closed the connection";
+    wire::Received in = wire::recv_message(g->fd.get(), by);
+    if (in.io.status != net::IoStatus::Ok) return "an actorcc root holds it, and gave no answer";
+    if (auto* r = std::get_if<wire::Reject>(&*in.msg)) return "the actorcc root there answered: " + r->reason;
+    if (auto* p = std::get_if<wire::PeerLost>(&*in.msg)) return "the actorcc root there answered: " + p->reason;
+    if (auto* j = std::get_if<wire::JoinFailed>(&*in.msg)) return "the actorcc root there answered: " + j->reason;
+    return "an actorcc root holds it";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
 void start_root_for(const UniqueId& id) {
   bootstrap::IdFields f = bootstrap::read_id(id);
   if (!f.rank0_hosts) throw InvalidArgument("start_root_for() needs an id made by address_unique_id()");
   // Exactly the address the ranks were given: a loopback group stays unreachable from outside,
   // and a stranger cannot reach the root through an interface nobody asked for.
-  net::Fd listener = net::listen_on(f.root);
-  bootstrap::launch_root(std::move(listener), f.token, f.world);
+  net::Fd listener;
+  try {
+    listener = net::listen_on(f.root);
+  } catch (const SystemError& e) {
+    // listen_on's EADDRINUSE: a second root for the address is a conflict the holder must learn.
+    if (e.message().find("already in use") == std::string::npos) throw;
+    throw SystemError(e.message() + "; " + report_to_holder(f));
+  }
+  bootstrap::launch_root(std::move(listener), f.token, f.world, bootstrap::launcher_run_id());
 }
 
 }  // namespace actorcc

@@ -93,16 +93,23 @@ class Reader {
   MsgType t_;
 };
 
-void put_payload(Writer& w, const Hello& m) {
-  w.raw(m.token.data(), m.token.size());
+void put_hello_fields(Writer& w, const Hello& m) {
   w.u32(m.protocol_version);
   w.i32(m.rank);
   w.i32(m.world);
   w.u64(m.join_timeout_ms);
   w.u32(m.pid);
+  w.u32(m.flags);
   w.str(m.host);
+  w.str(m.run_id);
+  w.str(m.run_id_from);
   w.str(m.blob);
 }
+void put_payload(Writer& w, const Hello& m) {
+  w.raw(m.mac.data(), m.mac.size());
+  put_hello_fields(w, m);
+}
+void put_payload(Writer& w, const Challenge& m) { w.raw(m.nonce.data(), m.nonce.size()); }
 void put_payload(Writer& w, const Welcome& m) { w.strs(m.blobs); }
 void put_payload(Writer& w, const Reject& m) { w.str(m.reason); }
 void put_payload(Writer& w, const Allgather& m) {
@@ -155,6 +162,7 @@ const char* to_string(MsgType t) {
     case MsgType::Status: return "STATUS";
     case MsgType::StatusReply: return "STATUS_REPLY";
     case MsgType::PeerLeft: return "PEER_LEFT";
+    case MsgType::Challenge: return "CHALLENGE";
   }
   return "UNKNOWN";
 }
@@ -192,9 +200,9 @@ Header decode_header(const void* data, size_t n, uint32_t max_payload) {
   h.version = r.u16();
   if (h.version != kFrameVersion)
     throw WireError("frame version " + std::to_string(h.version) + " is not supported (this build speaks " +
-                    std::to_string(kFrameVersion) + ")");
+                    std::to_string(kFrameVersion) + "): a peer of another actorcc version");
   uint16_t t = r.u16();
-  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::PeerLeft))
+  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::Challenge))
     throw WireError("unknown frame type " + std::to_string(t));
   h.type = static_cast<MsgType>(t);
   h.length = r.u32();
@@ -210,13 +218,16 @@ Message decode_payload(MsgType type, std::string_view payload) {
   switch (type) {
     case MsgType::Hello: {
       Hello m;
-      r.raw(m.token.data(), m.token.size());
+      r.raw(m.mac.data(), m.mac.size());
       m.protocol_version = r.u32();
       m.rank = r.i32();
       m.world = r.i32();
       m.join_timeout_ms = r.u64();
       m.pid = r.u32();
+      m.flags = r.u32();
       m.host = r.str();
+      m.run_id = r.str();
+      m.run_id_from = r.str();
       m.blob = r.str();
       out = std::move(m);
       break;
@@ -266,6 +277,12 @@ Message decode_payload(MsgType type, std::string_view payload) {
       break;
     }
     case MsgType::PeerLeft: out = PeerLeft{r.i32(), r.u64()}; break;  // braces: read in order
+    case MsgType::Challenge: {
+      Challenge m;
+      r.raw(m.nonce.data(), m.nonce.size());
+      out = m;
+      break;
+    }
     default: throw WireError("unknown frame type " + std::to_string(static_cast<int>(type)));
   }
   r.finish();
@@ -282,6 +299,18 @@ Message decode_frame(std::string_view frame) {
     throw WireError(std::string(to_string(h.type)) + " frame: " + std::to_string(payload.size() - h.length) +
                     " bytes beyond the announced length");
   return decode_payload(h.type, payload);
+}
+
+bool has_frame_magic(const void* data, size_t n) {
+  if (n < 4) return false;
+  const auto* b = static_cast<const uint8_t*>(data);
+  return (b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24) == kFrameMagic;
+}
+
+std::string hello_signed_part(const Hello& h) {
+  Writer w;
+  put_hello_fields(w, h);
+  return std::move(w.out);
 }
 
 void FrameDecoder::feed(const void* data, size_t n) {

@@ -21,8 +21,11 @@
 namespace actorcc::wire {
 
 constexpr uint32_t kFrameMagic = 0x41435443;  // "CTCA" on the wire: actorcc control
-constexpr uint16_t kFrameVersion = 2;  // 2: BYE's collective count, PEER_LEFT, JOIN_FAILED's culprit
-constexpr uint32_t kProtocolVersion = 2;  // bump when message meaning changes (2: culprits in ABORT, JOIN_FAILED)
+constexpr uint16_t kFrameVersion = 3;  // 3: CHALLENGE, HELLO's MAC, run id and flags (2: BYE's count, PEER_LEFT)
+// Bump when message meaning changes (2: culprits in ABORT, JOIN_FAILED; 3: the root's challenge,
+// HELLO authenticated by a MAC over it instead of carrying the token, run ids, duplicate claims
+// of a rank poison the group).
+constexpr uint32_t kProtocolVersion = 3;
 constexpr size_t kHeaderBytes = 12;
 // Bootstrap blobs are peer descriptors (a few KiB); anything near this bound is garbage.
 constexpr uint32_t kMaxPayload = 64u << 20;
@@ -50,22 +53,40 @@ enum class MsgType : uint16_t {
   Status = 10,       // client -> root: who has not arrived at allgather `seq`?
   StatusReply = 11,  // root -> client: the answer, for a timeout message
   PeerLeft = 12,     // root -> client: a rank closed its communicator (after a BYE)
+  Challenge = 13,    // root -> connection, at once on accept: the nonce its HELLO must answer
 };
 const char* to_string(MsgType t);
 
 using Token = std::array<uint8_t, 16>;
 
+// The token never travels: `mac` is a keyed hash, under the group's token, of the root's
+// CHALLENGE nonce for this connection and every field below (bootstrap/hello_auth.hpp), so a
+// HELLO captured on the wire is useless on any other connection.
 struct Hello {
-  Token token{};
+  Token mac{};
   uint32_t protocol_version = kProtocolVersion;
   int32_t rank = -1;
   int32_t world = 0;
   uint64_t join_timeout_ms = 0;  // the root enforces the join deadline of the earliest joiner
-  uint32_t pid = 0;              // pid and host only make error messages name the process
+  uint32_t pid = 0;              // pid and host make error messages name the process
+  uint32_t flags = 0;            // kHelloSecondRoot
   std::string host;
+  std::string run_id;       // the launch this rank belongs to, as its launcher names it ("" = none)
+  std::string run_id_from;  // where run_id came from (ACTORCC_RUN_ID, SLURM_JOB_ID, ...), for messages
   std::string blob;
   bool operator==(const Hello&) const = default;
 };
+// A rank 0 that could not listen on its id's address because something holds it: it tells the
+// root there (if that is one of this group's), which poisons its group, and joins nothing.
+inline constexpr uint32_t kHelloSecondRoot = 1;
+// The root's first frame on every connection: a fresh nonce (never repeated by a root) that
+// the connection's HELLO must answer.
+struct Challenge {
+  Token nonce{};
+  bool operator==(const Challenge&) const = default;
+};
+// A CHALLENGE's payload; a joiner reads no larger frame before it has one.
+inline constexpr uint32_t kChallengePayload = 16;
 struct Welcome {
   std::vector<std::string> blobs;  // indexed by rank
   bool operator==(const Welcome&) const = default;
@@ -128,7 +149,7 @@ struct PeerLeft {
 
 // Alternative order matches MsgType - 1.
 using Message = std::variant<Hello, Welcome, Reject, Allgather, AllgatherResult, Abort, PeerLost, JoinFailed, Bye,
-                             Status, StatusReply, PeerLeft>;
+                             Status, StatusReply, PeerLeft, Challenge>;
 MsgType type_of(const Message& m);
 
 struct Header {
@@ -149,6 +170,10 @@ Header decode_header(const void* data, size_t n, uint32_t max_payload = kMaxPayl
 Message decode_payload(MsgType type, std::string_view payload);
 // Decodes exactly one whole frame.
 Message decode_frame(std::string_view frame);
+// True when the first 4 of `n` bytes are the frame magic: an actorcc peer (of any version).
+bool has_frame_magic(const void* data, size_t n);
+// The bytes of a HELLO that its MAC covers: its encoded payload after the MAC.
+std::string hello_signed_part(const Hello& h);
 
 // Incremental decoder for a byte stream (the root's non-blocking sockets): feed what arrived,
 // then take complete messages. A bad header throws as soon as its 12 bytes are in.

@@ -9,6 +9,7 @@
 //   common/log.cpp           LOG: the process's log level, before anything else runs
 //   topology/host_identity   NODE_ID: which node this process is on, an input of the join
 //   bootstrap/start_root     SOCKET_ADDR, BOOTSTRAP_SECRET: how this process hosts and keys a root
+//   bootstrap/run_id         RUN_ID: the launch a from_address rank belongs to
 //   transport/nccl           NCCL_LIB: the library this process loads
 //   common/mutation.hpp      TEST_MUTATION: test-only builds
 #pragma once

@@ -79,3 +79,29 @@ def setup_failure(rank, world, uid):
     except actorcc.Error as e:
         return type(e).__name__, e.culprit, str(e), time.monotonic() - t0
     return None
+
+
+# Issue 44 hole 1: one rank of two 2-rank launches A and B that share a from_address address.
+# Index 0..3 plays A0, A1, B0, B1; each waits for its go-file (the test sets the order), then
+# joins and all-reduces its launch's values: A's sum is 3, B's 30, anything else mixes them;
+# a rank that formed a group keeps it until the end-file (every rank has started).
+LAUNCH_RANKS = [("A", 0, 1), ("A", 1, 2), ("B", 0, 10), ("B", 1, 20)]
+
+
+def launch_rank(index, _world, port, tmp):
+    launch, rank, value = LAUNCH_RANKS[index]
+    open(os.path.join(tmp, f"ready-{index}"), "w").close()
+    go = os.path.join(tmp, f"go-{index}")
+    t0 = time.monotonic()
+    while not os.path.exists(go):
+        if time.monotonic() - t0 > 60:
+            raise AssertionError("never told to start")
+        time.sleep(0.005)
+    c = actorcc.Communicator.from_address("127.0.0.1", port, rank, 2, backend="cpu", timeout=20, join_timeout=8)
+    x = np.full(8, value, np.int64)
+    c.all_reduce(x)
+    # The group stays up until every rank has started, so that B's rank 0 always finds A's root.
+    while not os.path.exists(os.path.join(tmp, "end")) and time.monotonic() - t0 < 60:
+        time.sleep(0.005)
+    c.close()
+    return int(x[0])

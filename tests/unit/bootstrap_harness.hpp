@@ -10,11 +10,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "actorcc/error.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/frame_io.hpp"
+#include "bootstrap/hello_auth.hpp"
 #include "bootstrap/id_fields.hpp"
 
 namespace bootstrap_test {
@@ -73,21 +75,35 @@ inline std::string expect_throw(const std::function<void()>& fn) {
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// A connection speaking the protocol by hand, for peers the real client would never be.
-inline net::Fd raw_connect(const UniqueId& id) {
-  return net::connect_with_retry(bootstrap::read_id(id).root, in(milliseconds(2000)), nullptr, -1);
+// A connection speaking the protocol by hand, for peers the real client would never be. It
+// reads the root's CHALLENGE first (into `nonce`, when asked), as every connection gets one.
+inline net::Fd raw_connect(const UniqueId& id, wire::Token* nonce = nullptr) {
+  net::Fd fd = net::connect_with_retry(bootstrap::read_id(id).root, in(milliseconds(2000)), nullptr, -1);
+  auto got = wire::recv_message(fd.get(), in(milliseconds(2000)));
+  if (nonce) {
+    EXPECT_TRUE(got.msg && std::holds_alternative<wire::Challenge>(*got.msg)) << "no CHALLENGE: " << got.io.detail;
+    if (got.msg && std::holds_alternative<wire::Challenge>(*got.msg)) *nonce = std::get<wire::Challenge>(*got.msg).nonce;
+  }
+  return fd;
 }
+// A HELLO for the id's group, not signed yet: its `mac` holds the key to sign it with (the id's
+// token; a test that flips a byte of it plays a peer without the token). signed_hello() signs.
 inline wire::Hello hello_for(const UniqueId& id, int rank, int world) {
   wire::Hello h;
-  h.token = bootstrap::read_id(id).token;
+  h.mac = bootstrap::read_id(id).token;
   h.rank = rank;
   h.world = world;
   h.join_timeout_ms = 10000;
   return h;
 }
+inline wire::Hello signed_hello(wire::Hello h, const wire::Token& nonce) {
+  bootstrap::sign_hello(h, h.mac, nonce);
+  return h;
+}
 inline wire::Message raw_exchange(const UniqueId& id, const wire::Hello& h) {
-  net::Fd fd = raw_connect(id);
-  EXPECT_EQ(wire::send_message(fd.get(), h, in(milliseconds(2000))).status, net::IoStatus::Ok);
+  wire::Token nonce{};
+  net::Fd fd = raw_connect(id, &nonce);
+  EXPECT_EQ(wire::send_message(fd.get(), signed_hello(h, nonce), in(milliseconds(2000))).status, net::IoStatus::Ok);
   auto got = wire::recv_message(fd.get(), in(milliseconds(2000)));
   EXPECT_EQ(got.io.status, net::IoStatus::Ok) << got.io.detail;
   return got.msg.value_or(wire::Bye{});

@@ -55,10 +55,11 @@ TEST(BootstrapLimits, OversizedFrameBeforeHelloIsDroppedAtOnce) {
   send_header(big.get(), wire::MsgType::Hello, wire::kMaxHelloPayload + 1);
   EXPECT_TRUE(closed_within(big.get(), milliseconds(1000)));
   // A HELLO-sized one is still read: rank 0 is admitted and waits for rank 1 (no answer yet).
-  net::Fd ok = raw_connect(id);
+  wire::Token nonce{};
+  net::Fd ok = raw_connect(id, &nonce);
   wire::Hello h = hello_for(id, 0, 2);
   h.blob.assign(wire::kMaxHelloPayload / 2, 'x');
-  ASSERT_EQ(wire::send_message(ok.get(), h, in(milliseconds(2000))).status, net::IoStatus::Ok);
+  ASSERT_EQ(wire::send_message(ok.get(), signed_hello(h, nonce), in(milliseconds(2000))).status, net::IoStatus::Ok);
   auto got = wire::recv_message(ok.get(), in(milliseconds(300)));
   EXPECT_EQ(got.io.status, net::IoStatus::Timeout);
 }
@@ -200,7 +201,7 @@ TEST(BootstrapLimits, StrangerLinesAreRateLimited) {
   int rejected = 0;
   for (int i = 0; i < 40; ++i) {
     wire::Hello h = hello_for(id, 0, 2);
-    h.token[0] ^= 0x5a;
+    h.mac[0] ^= 0x5a;  // signed with a key one byte off the token
     rejected += std::holds_alternative<wire::Reject>(raw_exchange(id, h)) ? 1 : 0;
   }
   std::fflush(stderr);
@@ -327,8 +328,10 @@ TEST(BootstrapLimits, RankRunningAheadIsRefusedNamedAndWhatTheRootHeldIsFreed) {
   auto sig1 = std::make_shared<AbortSignal>(1);
   std::unique_ptr<Bootstrap> b1;
   std::thread t([&] { b1 = join(id, 1, 2, milliseconds(10000), sig1); });
-  net::Fd raw = raw_connect(id);
-  ASSERT_EQ(wire::send_message(raw.get(), hello_for(id, 0, 2), in(milliseconds(2000))).status, net::IoStatus::Ok);
+  wire::Token nonce{};
+  net::Fd raw = raw_connect(id, &nonce);
+  ASSERT_EQ(wire::send_message(raw.get(), signed_hello(hello_for(id, 0, 2), nonce), in(milliseconds(2000))).status,
+            net::IoStatus::Ok);
   auto w = wire::recv_message(raw.get(), in(milliseconds(5000)));
   t.join();
   ASSERT_TRUE(w.msg && std::holds_alternative<wire::Welcome>(*w.msg));

@@ -29,10 +29,11 @@ TEST(Culprits, MalformedPeerDescriptorNamesTheRankThatSentIt) {
     }
   });
   // Rank 1 holds the token but sends a descriptor that is not one (truncated length).
-  net::Fd raw = raw_connect(id);
+  wire::Token nonce{};
+  net::Fd raw = raw_connect(id, &nonce);
   wire::Hello h = hello_for(id, 1, 2);
   h.blob = "\x01\x02";
-  ASSERT_EQ(wire::send_message(raw.get(), h, in(milliseconds(2000))).status, net::IoStatus::Ok);
+  ASSERT_EQ(wire::send_message(raw.get(), signed_hello(h, nonce), in(milliseconds(2000))).status, net::IoStatus::Ok);
   auto w = wire::recv_message(raw.get(), in(milliseconds(10000)));
   r0.join();
   ASSERT_TRUE(w.msg && std::holds_alternative<wire::Welcome>(*w.msg));

@@ -14,13 +14,18 @@ namespace {
 
 std::vector<Message> samples() {
   Hello h;
-  for (size_t i = 0; i < h.token.size(); ++i) h.token[i] = static_cast<uint8_t>(i * 17 + 3);
+  for (size_t i = 0; i < h.mac.size(); ++i) h.mac[i] = static_cast<uint8_t>(i * 17 + 3);
   h.rank = 3;
   h.world = 8;
   h.join_timeout_ms = 600000;
   h.pid = 4242;
+  h.flags = kHelloSecondRoot;
   h.host = "node-a";
+  h.run_id = "job-17";
+  h.run_id_from = "SLURM_JOB_ID";
   h.blob = std::string("peer\0info", 9);
+  Challenge c;
+  for (size_t i = 0; i < c.nonce.size(); ++i) c.nonce[i] = static_cast<uint8_t>(255 - i);
   return {
       h,
       Welcome{{"a", "", std::string(1000, 'x'), std::string("\0\1\2", 3)}},
@@ -34,6 +39,7 @@ std::vector<Message> samples() {
       Status{99},
       StatusReply{99, {1, 3}, "ranks 1, 3 of 4 have not arrived"},
       PeerLeft{3, 41},
+      c,
   };
 }
 
@@ -54,7 +60,7 @@ void put_u32(std::string& s, size_t at, uint32_t v) {
 
 TEST(Wire, EveryMessageTypeRoundTrips) {
   auto all = samples();
-  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::PeerLeft));  // one sample per type
+  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::Challenge));  // one sample per type
   for (const auto& m : all) {
     std::string f = encode(m);
     Message back = decode_frame(f);
@@ -66,7 +72,7 @@ TEST(Wire, EveryMessageTypeRoundTrips) {
 TEST(Wire, HeaderIsExplicitLittleEndian) {
   std::string f = encode(Bye{});
   ASSERT_EQ(f.size(), kHeaderBytes + 8);
-  const uint8_t want[] = {0x43, 0x54, 0x43, 0x41, 2, 0, 9, 0, 8, 0, 0, 0};
+  const uint8_t want[] = {0x43, 0x54, 0x43, 0x41, 3, 0, 9, 0, 8, 0, 0, 0};
   EXPECT_EQ(0, std::memcmp(f.data(), want, sizeof(want)));
   f = encode(Status{0x0102030405060708ULL});
   EXPECT_EQ(static_cast<uint8_t>(f[8]), 8u);  // payload length 8, low byte first
@@ -122,7 +128,7 @@ TEST(Wire, BadMagicVersionTypeAndLengthAreRejected) {
   bad[4] = 7;  // frame version 7
   expect_wire_error(bad, "version");
 
-  for (uint16_t t : {0, 13, 99, 0xffff}) {
+  for (uint16_t t : {0, 14, 99, 0xffff}) {
     bad = f;
     bad[6] = static_cast<char>(t & 0xff);
     bad[7] = static_cast<char>(t >> 8);

@@ -258,6 +258,12 @@ UniqueId grow_id(const Member& m) { return UniqueId::create(m.mine().ip); }
 
 std::pair<UniqueId, int> agree_grow(Bootstrap& bs, int rank, int world, int new_world, const std::optional<UniqueId>& id,
                                     int new_rank, Deadline deadline) {
+  // First, before anything is sized by it (a vector of new_world entries below: 8 GiB for
+  // grow(2**31 - 1)). Every grow passes here: the C++ and Python calls, ncclCommGrow's ranks.
+  if (new_world < 1 || new_world > wire::kMaxWorld)
+    throw InvalidArgument("grow(" + std::to_string(new_world) + "): a group holds 1.." +
+                              std::to_string(wire::kMaxWorld) + " ranks",
+                          rank);
   if (new_rank < 0) new_rank = rank;
   if (new_world < world || new_rank >= new_world)
     throw InvalidArgument("grow(" + std::to_string(new_world) + "): the grown group must hold the " +

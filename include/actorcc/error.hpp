@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace actorcc {
 
@@ -35,6 +36,13 @@ class Error : public std::runtime_error {
   ErrorCode code() const noexcept { return code_; }
   int rank() const noexcept { return rank_; }
   int culprit() const noexcept { return culprit_; }
+  // Every rank known lost when the error was raised, ascending: the culprit and the ranks whose
+  // loss the root reported after it (two ranks killed together: an error raised at the first
+  // loss may already list both). A snapshot; the group's later errors may know more. Without
+  // such a list: the culprit alone (none when it is -1).
+  const std::vector<int>& culprits() const noexcept { return culprits_; }
+  // Sets culprits() (sorted, duplicates and negative ranks dropped, the culprit added).
+  void set_culprits(std::vector<int> ranks);
   // what() without its "actorcc <code> error: " opening ("rank R: <message>"), for a text that
   // quotes this error inside another.
   std::string message() const;
@@ -43,6 +51,7 @@ class Error : public std::runtime_error {
   ErrorCode code_;
   int rank_;
   int culprit_;
+  std::vector<int> culprits_;
 };
 
 // One type per code, so a caller can catch exactly the failures it handles.

@@ -10,7 +10,8 @@ TimeoutError (also the builtin TimeoutError), RemoteError (.rank = the failed ra
 SystemCallError (also OSError), CudaError, UnsupportedError, InternalError.
 Every error has .culprit: the rank at fault when known (the rank a timed-out wait waited for,
 the rank that died, left, refused or disagreed, even when another rank reported it), else -1;
-.observer_rank is the rank that raised it.
+.observer_rank is the rank that raised it; .culprits lists every rank known lost when it was
+raised (ranks killed together: all of those the root reported), the culprit included.
 Ray: see actorcc.ray (create_group, the ray.util.collective backend).
 """
 from ._actorcc import (  # noqa: F401

@@ -228,8 +228,9 @@ def _update_members(kind, name, members):
         kv.put(_key(kind, name), json.dumps(rec))
 
 
-def culprit_of(comm):
-    """The rank the group's error names, or raises: the group is healthy, or its error names no rank."""
+def culprits_of(comm):
+    """The ranks the group's error lists as lost (its culprit first among them: ranks killed
+    together are all listed), or raises: the group is healthy, or its error names no rank."""
     try:
         comm.check()
     except (RemoteError, _ActorccTimeout) as e:
@@ -237,9 +238,18 @@ def culprit_of(comm):
         if c is None or c < 0 or c == comm.rank or c >= comm.world_size:
             raise InvalidArgumentError(f"shrink: the group's error names no other rank ({e}); "
                                        "pass exclude=[...]") from e
-        return c
+        return sorted({c, *(r for r in getattr(e, "culprits", ()) if 0 <= r < comm.world_size and r != comm.rank)})
     raise InvalidArgumentError("shrink: the group has no error (a healthy group): "
                                "pass exclude=[...] for a planned shrink")
+
+
+def _lost(comm):
+    """Every rank the group's error lists as lost ([] for a healthy group)."""
+    try:
+        comm.check()
+    except (RemoteError, _ActorccTimeout) as e:
+        return [r for r in getattr(e, "culprits", ()) if 0 <= r < comm.world_size and r != comm.rank]
+    return []
 
 
 def shrink(kind, name, comm, exclude, join_timeout):
@@ -247,16 +257,23 @@ def shrink(kind, name, comm, exclude, join_timeout):
     comm; None = the rank the group's error names). A survivor that dies during the shrink is
     excluded too and the shrink retried. Returns the new communicator; the old one is closed."""
     m = _member(kind, name)
-    ex = [culprit_of(comm)] if exclude is None else sorted({int(r) for r in exclude})
+    ex = culprits_of(comm) if exclude is None else sorted({int(r) for r in exclude})
+    ex = sorted(set(ex) | set(_lost(comm)))  # what the shrink excludes anyway: the same list here
     for _ in range(comm.world_size):
         try:
             new = comm.shrink(ex, join_timeout=join_timeout)
             break
         except (RemoteError, _ActorccTimeout) as e:
-            c = getattr(e, "culprit", -1)
-            if c is None or c < 0 or c in ex or c == comm.rank or c >= comm.world_size:
+            # A survivor that died meanwhile is named within seconds, with every rank known lost.
+            more = {getattr(e, "culprit", -1), *getattr(e, "culprits", ())}
+            more = {r for r in more if r is not None and 0 <= r < comm.world_size and r != comm.rank} - set(ex)
+            if not more:
                 raise
-            ex = sorted(ex + [c])
+            ex = sorted(set(ex) | more)
+    # The shrink also excluded the ranks the old group's root reported lost: the new group's size
+    # says how many went; which ones, the old group's error lists (every survivor's alike).
+    if new.world_size != comm.world_size - len(ex):
+        ex = sorted(set(ex) | set(_lost(comm)))
     m.members = [o for r, o in enumerate(m.members) if r not in ex]
     comm.close()
     if new.rank == 0:

@@ -485,8 +485,11 @@ class Communicator(CollectiveCalls):
         renumbered in order. Every survivor passes the same list. Works on a healthy group and on
         one aborted because a rank died (nothing waits for an excluded rank, nor for the process
         hosting this group's root). Once the new group formed, this one is revoked: its later
-        calls raise RemoteError; close it. A shrink that fails (a survivor died meanwhile) raises
-        naming it (`.culprit`, this group's numbering); shrink again with it excluded too."""
+        calls raise RemoteError; close it. Ranks this group's root reported lost are excluded too
+        (two ranks killed together: `exclude=err.culprits`, or just the first error's culprit). A
+        shrink that fails because a survivor died meanwhile raises within seconds naming it
+        (`.culprit`; `.culprits` every rank known lost, this group's numbering); shrink again
+        with those excluded too."""
         ex = [int(r) for r in exclude]
         return self._wrap(self._host(self._c.shrink, ex, _seconds(join_timeout, "join_timeout")))
 

@@ -306,10 +306,11 @@ def shrink_group(name="default", exclude=None, join_timeout=None):
     group by the shrunk communicator of the survivors, renumbered in the order of their original
     ranks, and returns it (get_group(name) returns it from now on; the old one is closed).
 
-    exclude: ranks of the current group to drop; None = the rank the group's error names (the
-    actor that died: every survivor's error names the same one). Every survivor must pass the
-    same list (as with Communicator.shrink). A survivor that dies during the shrink is excluded
-    too and the shrink retried. A healthy group shrinks only with an explicit exclude (a planned
+    exclude: ranks of the current group to drop; None = the ranks the group's error lists (its
+    .culprits: the actors that died, several when killed together). Every rank the group's root
+    reported lost is dropped in any case, so no survivor waits for a dead one. Every survivor
+    must pass the same list (as with Communicator.shrink). A survivor that dies during the shrink
+    is named within seconds, excluded too and the shrink retried. A healthy group shrinks only with an explicit exclude (a planned
     shrink; the excluded actors' later calls on the old group raise RemoteError "revoked")."""
     comm = get_group(name)
     _GROUPS[name] = new = _E.shrink("group", name, comm, exclude, join_timeout)

@@ -12,7 +12,9 @@
 // Every instance carries .code (str), .rank (the culprit for RemoteError, else the rank that
 // raised it; -1 when unknown), .observer_rank (the rank that raised it) and .culprit (the rank
 // at fault when known: the one a timed-out wait waited for, the one that died, left, refused or
-// disagreed, even when a third rank reported it; -1 when unknown). The classes are
+// disagreed, even when a third rank reported it; -1 when unknown) and .culprits (every rank
+// known lost when it was raised, ascending, the culprit included: two ranks killed together are
+// both listed once the root reported both; a list, or an empty tuple by default). The classes are
 // created with __module__ "actorcc" so they pickle by reference (Ray forwards them intact).
 #include <Python.h>
 
@@ -43,6 +45,7 @@ PyObject* make_type(nb::module_& m, const char* name, const char* doc, PyObject*
   defaults["rank"] = -1;
   defaults["observer_rank"] = -1;
   defaults["culprit"] = -1;
+  defaults["culprits"] = nb::tuple();
   PyObject* t = PyErr_NewExceptionWithDoc(qual.c_str(), doc, bases, defaults.ptr());
   if (!t) throw nb::python_error();
   m.attr(name) = nb::borrow(t);  // the module keeps a reference; so does the global (never freed)
@@ -58,6 +61,9 @@ void raise_as(PyObject* type, const Error& e, int rank) {
   exc.attr("observer_rank") = e.rank();
   exc.attr("rank") = rank;
   exc.attr("culprit") = e.culprit();
+  nb::list culprits;
+  for (int r : e.culprits()) culprits.append(r);
+  exc.attr("culprits") = culprits;
   PyErr_SetObject(type, exc.ptr());
 }
 

@@ -53,6 +53,10 @@ class Bootstrap {
   virtual void on_departure(std::function<void(const Departure&)> listener) = 0;
   // The count this rank's own clean leave reports (its communicator sets it before it goes).
   virtual void set_collectives(uint64_t n) = 0;
+  // The rank whose process hosts the root, once the group learned it from the peer blobs (the
+  // UniqueId names it only on the from_address path and for a shrunk group): the loss of the
+  // root then names that rank, as the loss of any rank does.
+  virtual void set_root_host(int /*rank*/) {}
 };
 
 // Root server side (used by UniqueId::create and by rank 0 of Communicator::from_address).

@@ -172,6 +172,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
       abort->rethrow();
     }
     if (auto* p = std::get_if<wire::PeerLost>(&m)) {
+      // Not recorded as a loss: a rank leaving a group that failed to form says goodbye this
+      // way too (a shrink's failed attempt), and no shrink may exclude it for that.
       abort->raise(p->rank, ErrorCode::Remote, "join failed: " + p->reason);
       abort->rethrow();
     }
@@ -263,14 +265,16 @@ void BootstrapClient::read_loop() {
       in = wire::recv_message(fd_.get(), Deadline::never());
     } catch (const wire::WireError& e) {
       if (!closing_.load(std::memory_order_acquire))
-        abort_->raise(root_rank_, ErrorCode::Remote,
+        abort_->raise(root_rank_.load(std::memory_order_relaxed), ErrorCode::Remote,
                       "the actorcc root at " + root_addr_ + " sent a malformed frame: " + e.what());
       return;
     }
     if (in.io.status != IoStatus::Ok) {
-      if (!closing_.load(std::memory_order_acquire))
-        abort_->raise(root_rank_, ErrorCode::Remote,
-                      root_lost_text(root_addr_, root_rank_, in.io.detail));
+      if (!closing_.load(std::memory_order_acquire)) {
+        const int host = root_rank_.load(std::memory_order_relaxed);
+        // A root host's death is a rank's loss like another's (a shrink excludes it).
+        abort_->raise_lost(host, root_lost_text(root_addr_, host, in.io.detail));
+      }
       return;
     }
     wire::Message& m = *in.msg;
@@ -287,7 +291,8 @@ void BootstrapClient::read_loop() {
       abort_->raise(a->culprit, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
       told_by_root_.store(true);
-      abort_->raise(p->rank, ErrorCode::Remote, p->reason);
+      // Every loss is recorded, not only the first: ranks killed together arrive one by one.
+      abort_->raise_lost(p->rank, p->reason);
     } else if (auto* l = std::get_if<wire::PeerLeft>(&m)) {
       std::lock_guard<std::mutex> g(departures_mu_);
       departures_.push_back({l->rank, l->collectives});
@@ -311,7 +316,8 @@ void BootstrapClient::on_departure(std::function<void(const Departure&)> listene
 }
 
 void BootstrapClient::fail_root_lost(const std::string& why) {
-  abort_->raise(root_rank_, ErrorCode::Remote, "the actorcc root at " + root_addr_ + " " + why);
+  abort_->raise(root_rank_.load(std::memory_order_relaxed), ErrorCode::Remote,
+                "the actorcc root at " + root_addr_ + " " + why);
   abort_->rethrow();
 }
 

@@ -40,6 +40,9 @@ class BootstrapClient final : public Bootstrap {
   void abort(const std::string& reason, int culprit = -1) override;
   void on_departure(std::function<void(const Departure&)> listener) override;
   void set_collectives(uint64_t n) override { collectives_.store(n, std::memory_order_relaxed); }
+  void set_root_host(int rank) override {
+    if (rank >= 0 && rank < world_) root_rank_.store(rank, std::memory_order_relaxed);
+  }
 
   // Test hook: drops the connection the way a crashed process would (no BYE), so the other
   // ranks' failure detection can be tested inside one process.
@@ -56,7 +59,9 @@ class BootstrapClient final : public Bootstrap {
   const std::vector<std::string> blobs_;
   const std::shared_ptr<AbortSignal> abort_;
   const std::string root_addr_;
-  const int root_rank_;  // rank hosting the root (0 on the from_address path), else -1
+  // The rank hosting the root (0 on the from_address path and in a shrunk group; a grown group's
+  // from the peer blobs: set_root_host), else -1. Read by the reader thread.
+  std::atomic<int> root_rank_;
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   std::mutex send_mu_;  // one frame at a time, sequence numbers in send order
   std::mutex departures_mu_;  // departures_ and listener_, between the reader and the owner

@@ -89,6 +89,13 @@ class RootRegistry {
     }
     return victim != nullptr;  // ~RootServer stops and joins, outside the lock
   }
+  bool hosts(const wire::Token& token) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (forked()) abandon_inherited();
+    for (auto& r : roots_)
+      if (r && same_token(r->token(), token) && !r->finished()) return true;
+    return false;
+  }
   ~RootRegistry() {
     std::lock_guard<std::mutex> g(mu_);
     if (forked()) abandon_inherited();
@@ -119,6 +126,8 @@ void launch_root(net::Fd listener, const wire::Token& token, int expected_world,
 }
 
 void keep_root(std::unique_ptr<RootServer> server) { RootRegistry::instance().add(std::move(server)); }
+
+bool hosts_root(const wire::Token& token) { return RootRegistry::instance().hosts(token); }
 
 bool stop_root_if_unused(const wire::Token& token) { return RootRegistry::instance().stop_unused(token); }
 

@@ -52,6 +52,10 @@ void launch_root(net::Fd listener, const wire::Token& token, int expected_world 
 // survivor reserved for it: core/elastic.cpp).
 void keep_root(std::unique_ptr<RootServer> server);
 
+// True while this process runs a root serving `token` (the caller of UniqueId::create() or
+// grow_id(), when it joins the group it made: the group learns that this rank hosts its root).
+bool hosts_root(const wire::Token& token);
+
 // Stops the root this process runs for `token` if no rank has joined it yet (its thread ends,
 // its port and descriptors close); false if there is none or it is in use.
 bool stop_root_if_unused(const wire::Token& token);

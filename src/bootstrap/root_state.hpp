@@ -41,7 +41,7 @@ inline constexpr size_t kMaxHeldTotal = 4 * static_cast<size_t>(wire::kMaxPayloa
 // processes of a job that shuts down can end over more than 2 s on a loaded host.
 inline constexpr std::chrono::milliseconds kLossGrace(5000);
 // No group is larger than this; a HELLO claiming more is refused before anything is sized by it.
-inline constexpr int kMaxWorld = 1 << 16;
+inline constexpr int kMaxWorld = wire::kMaxWorld;
 // While a group forms: the root says which ranks have not joined (in its log, and to the ranks
 // that have, which log it too) this long after the first arrived, then every kJoinNoteEvery.
 inline constexpr std::chrono::milliseconds kJoinNoteFirst(5000);

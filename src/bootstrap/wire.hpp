@@ -33,6 +33,9 @@ constexpr uint32_t kMaxPayload = 64u << 20;
 // honestly be (token, a few integers, a host name and one peer descriptor): a stranger must not
 // make the root buffer megabytes per connection.
 constexpr uint32_t kMaxHelloPayload = 64u << 10;
+// No group is larger than this: the root refuses a HELLO claiming more, and the calls that size
+// anything by a world (grow) check it first.
+constexpr int kMaxWorld = 1 << 16;
 
 // A malformed frame: truncated, bad magic/version, unknown type, oversized, bad payload.
 class WireError : public std::runtime_error {

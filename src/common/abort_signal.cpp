@@ -1,5 +1,7 @@
 #include "common/abort_signal.hpp"
 
+#include <algorithm>
+
 namespace actorcc {
 
 void AbortSignal::raise(int culprit, ErrorCode code, const std::string& reason) {
@@ -28,16 +30,49 @@ std::string AbortSignal::reason() const {
 }
 
 void AbortSignal::rethrow() const {
+  const std::vector<int> also = lost();
   std::lock_guard<std::mutex> g(mu_);
   const std::string& m = reason_;  // Error adds "rank <self>: " (once, if reason_ lacks it)
   switch (code_) {
-    case ErrorCode::Timeout: throw TimeoutError(m, self_, culprit_);
-    case ErrorCode::Remote: throw RemoteError(m, culprit_, self_);
-    case ErrorCode::InvalidArgument: throw InvalidArgument(m, self_, culprit_);
-    case ErrorCode::Cuda: throw CudaError(m, self_, culprit_);
-    case ErrorCode::System: throw SystemError(m, self_, culprit_);
-    default: throw Error(code_, m, self_, culprit_);
+    case ErrorCode::Timeout: throw_with_culprits(TimeoutError(m, self_, culprit_), also);
+    case ErrorCode::Remote: throw_with_culprits(RemoteError(m, culprit_, self_), also);
+    case ErrorCode::InvalidArgument: throw_with_culprits(InvalidArgument(m, self_, culprit_), also);
+    case ErrorCode::Cuda: throw_with_culprits(CudaError(m, self_, culprit_), also);
+    case ErrorCode::System: throw_with_culprits(SystemError(m, self_, culprit_), also);
+    default: throw_with_culprits(Error(code_, m, self_, culprit_), also);
   }
+}
+
+void AbortSignal::raise_lost(int rank, const std::string& reason) {
+  raise(rank, ErrorCode::Remote, reason);
+  if (rank < 0) return;
+  std::lock_guard<std::mutex> g(loss_mu_);
+  for (const auto& l : lost_)
+    if (l.first == rank) return;
+  lost_.emplace_back(rank, reason);
+  for (auto& w : watches_) w.second(rank, reason);
+}
+
+std::vector<int> AbortSignal::lost() const {
+  std::vector<int> v;
+  {
+    std::lock_guard<std::mutex> g(loss_mu_);
+    for (const auto& l : lost_) v.push_back(l.first);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+AbortSignal::LossWatch::LossWatch(AbortSignal& s, std::function<void(int, const std::string&)> fn) : s_(s) {
+  std::lock_guard<std::mutex> g(s_.loss_mu_);
+  id_ = s_.next_watch_++;
+  for (const auto& l : s_.lost_) fn(l.first, l.second);
+  s_.watches_.emplace_back(id_, std::move(fn));
+}
+
+AbortSignal::LossWatch::~LossWatch() {
+  std::lock_guard<std::mutex> g(s_.loss_mu_);
+  std::erase_if(s_.watches_, [this](const auto& w) { return w.first == id_; });
 }
 
 bool AbortSignal::wait_until(const Deadline& deadline) const {

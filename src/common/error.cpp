@@ -1,5 +1,6 @@
 #include "actorcc/error.hpp"
 
+#include <algorithm>
 #include <string_view>
 
 namespace actorcc {
@@ -40,7 +41,17 @@ Error::Error(ErrorCode code, const std::string& message, int rank, int culprit)
     : std::runtime_error(opening(code) + with_rank(message, rank)),
       code_(code),
       rank_(rank),
-      culprit_(culprit) {}
+      culprit_(culprit) {
+  if (culprit >= 0) culprits_.push_back(culprit);
+}
+
+void Error::set_culprits(std::vector<int> ranks) {
+  if (culprit_ >= 0) ranks.push_back(culprit_);
+  std::erase_if(ranks, [](int r) { return r < 0; });
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  culprits_ = std::move(ranks);
+}
 
 std::string Error::message() const {
   return std::string(what()).substr(opening(code_).size());

@@ -341,13 +341,18 @@ std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int
                                                std::unique_ptr<Communicator::Impl>& impl, uint64_t digest);
 
 // `digest`: the membership a shrunk group was formed for (core/elastic.hpp), 0 otherwise.
+// `abort`: the new communicator's signal when the caller made it (a shrink, which watches the
+// old group's losses meanwhile), else a fresh one.
 std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options,
-                                          uint64_t digest = 0) {
-  if (world < 1) throw InvalidArgument("world_size must be >= 1, got " + std::to_string(world), rank);
+                                          uint64_t digest = 0, std::shared_ptr<AbortSignal> abort = nullptr) {
+  if (world < 1 || world > wire::kMaxWorld)
+    throw InvalidArgument("world_size must be in 1.." + std::to_string(wire::kMaxWorld) + ", got " +
+                              std::to_string(world),
+                          rank);
   if (rank < 0 || rank >= world)
     throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
   auto impl = std::make_unique<Communicator::Impl>();
-  impl->abort = std::make_shared<AbortSignal>(rank);
+  impl->abort = abort ? std::move(abort) : std::make_shared<AbortSignal>(rank);
   ConstructionScope scope(impl->abort.get());
   try {
     return build_impl(id, rank, world, user_options, impl, digest);
@@ -410,6 +415,7 @@ std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int
   ctx.id = id;
   ctx.bootstrap = impl->bootstrap.get();
   ctx.abort = impl->abort;
+  if (const int host = impl->member->root_host(); host >= 0) impl->bootstrap->set_root_host(host);
   impl->left_after.assign(world, std::nullopt);
   Communicator::Impl* self_impl = impl.get();  // the bootstrap (and its reader thread) goes before *impl's members
   impl->bootstrap->on_departure([self_impl](const Bootstrap::Departure& d) { self_impl->on_departure(d); });
@@ -499,13 +505,16 @@ Communicator::~Communicator() = default;
 
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& exclude, std::chrono::milliseconds join_timeout) {
   Impl& me = *impl_;
-  elastic::ShrinkPlan p = elastic::plan_shrink(*me.member, me.ctx.rank, me.ctx.world, exclude);
+  // The ranks this group's root reported lost are excluded too: never waited for.
+  elastic::ShrinkPlan p = elastic::plan_shrink(*me.member, me.ctx.rank, me.ctx.world, exclude, me.abort->lost());
   std::unique_ptr<Impl> next;
   Options o = me.next_options(join_timeout);
-  elastic::join_shrunk(p, me.ctx.rank, o.join_timeout, [&](std::chrono::milliseconds left) {
-    o.join_timeout = left;
-    next = build(p.id, p.new_rank, static_cast<int>(p.survivors.size()), o, p.digest);
-  });
+  elastic::join_shrunk(p, me.ctx.rank, o.join_timeout, *me.abort,
+                       [&](std::chrono::milliseconds left, std::shared_ptr<AbortSignal> sig) {
+                         o.join_timeout = left;
+                         next = build(p.id, p.new_rank, static_cast<int>(p.survivors.size()), o, p.digest,
+                                      std::move(sig));
+                       });
   elastic::finish_shrink(*me.member, p);
   me.revoke(elastic::revoke_reason(p), p.new_rank == 0);
   return std::unique_ptr<Communicator>(new Communicator(std::move(next)));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -72,6 +73,7 @@ std::unique_ptr<Member> Member::reserve(const UniqueId& id, uint64_t digest) {
   auto m = std::make_unique<Member>();
   m->digest_ = digest;
   m->mine_.token = bootstrap::random_token();
+  m->mine_.hosts_root = bootstrap::hosts_root(bootstrap::read_id(id).token);
   // The interface that reaches the group's root reaches its ranks too (they all reached it).
   // Without a socket (no route, no port, no descriptor left) the group still forms: only a shrink
   // this rank would host fails, naming it (port 0 says so).
@@ -97,7 +99,14 @@ std::string Member::wrap(const std::string& topology_blob) const {
   put(s, mine_.port, 2);
   s.append(reinterpret_cast<const char*>(mine_.token.data()), mine_.token.size());
   put(s, digest_, 8);
+  put(s, mine_.hosts_root ? 1 : 0, 1);
   return s;
+}
+
+int Member::root_host() const {
+  for (size_t r = 0; r < successors_.size(); ++r)
+    if (successors_[r].hosts_root) return static_cast<int>(r);
+  return -1;
 }
 
 std::vector<std::string> Member::unwrap_all(const std::vector<std::string>& blobs, int rank) {
@@ -113,7 +122,9 @@ std::vector<std::string> Member::unwrap_all(const std::vector<std::string>& blob
     s.port = static_cast<uint16_t>(in.get(2));
     const std::string tok = in.take(s.token.size());
     const uint64_t digest = in.get(8);
-    if (!magic || !in.ok || in.at != blobs[r].size())
+    const uint64_t hosts = in.get(1);
+    s.hosts_root = hosts == 1;
+    if (!magic || !in.ok || in.at != blobs[r].size() || hosts > 1)
       // Whoever held the token sent it: that rank's fault, named by every rank alike (as a
       // descriptor that does not decode, core/communicator.cpp).
       throw RemoteError("rank " + std::to_string(r) +
@@ -133,7 +144,8 @@ std::vector<std::string> Member::unwrap_all(const std::vector<std::string>& blob
   return topo;
 }
 
-ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& exclude) {
+ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& exclude,
+                       const std::vector<int>& lost) {
   ShrinkPlan p;
   std::vector<int> ex = exclude;
   std::sort(ex.begin(), ex.end());
@@ -148,6 +160,19 @@ ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& e
                               " is in the exclude list, so it is not a member of the shrunk group (an excluded rank "
                               "closes this communicator instead)",
                           rank);
+  // Ranks killed together: the caller's list may hold only the first (its error's culprit);
+  // the root knows the others. Every survivor hears of every loss within milliseconds, so they
+  // reach the same list; one that has not yet is refused by the new root (another token) and
+  // retries, and a loss heard after this point ends the join naming the rank (join_shrunk).
+  std::vector<int> also;
+  for (int r : lost)
+    if (r >= 0 && r < world && r != rank && !std::binary_search(ex.begin(), ex.end(), r)) also.push_back(r);
+  if (!also.empty()) {
+    p.what += " (and rank(s) " + list_text(also) + ", which this group's root reported lost)";
+    LOG_INFO("rank " << rank << ": " << p.what);
+    ex.insert(ex.end(), also.begin(), also.end());
+    std::sort(ex.begin(), ex.end());
+  }
   if (m.used)
     throw InvalidArgument(p.what + ": this communicator was shrunk already; shrink the communicator that shrink "
                               "returned",
@@ -194,39 +219,98 @@ void finish_shrink(Member& m, ShrinkPlan& p) {
   if (p.root) bootstrap::keep_root(std::move(p.root));
 }
 
-void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout,
-                 const std::function<void(std::chrono::milliseconds)>& join) {
+namespace {
+
+// The new rank of old rank `old` in the plan, -1 if it is no survivor.
+int new_rank_of(const ShrinkPlan& p, int old) {
+  auto it = std::lower_bound(p.survivors.begin(), p.survivors.end(), old);
+  return it != p.survivors.end() && *it == old ? static_cast<int>(it - p.survivors.begin()) : -1;
+}
+
+// The lowest survivor of the plan (other than this rank) that this group's root reported lost,
+// waiting up to `grace` for the news: -1 if none. A failed join whose new root vanished is most
+// often the root's host giving up because another survivor died (its own news of the loss came
+// first): that survivor is the cause, and it is the host only when the host itself is lost.
+int lost_survivor(const ShrinkPlan& p, const AbortSignal& old, std::chrono::milliseconds grace) {
+  const Deadline until = Deadline::after(grace);
+  for (;;) {
+    for (int r : old.lost())
+      if (const int k = new_rank_of(p, r); k >= 0 && k != p.new_rank) return r;
+    if (until.expired()) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// How long a join that lost its new root waits for this group's news of a lost survivor before
+// blaming the root's host (the old root, when it is alive, reports a death within milliseconds).
+constexpr std::chrono::milliseconds kLossNewsGrace(500);
+
+}  // namespace
+
+void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout, AbortSignal& old,
+                 const std::function<void(std::chrono::milliseconds, std::shared_ptr<AbortSignal>)>& join) {
   const Deadline until = Deadline::after(join_timeout);
   bool refused = false;  // a root of another survivor list answered on the address
+  auto fail = [&](const Error& e) { rethrow_shrink_failure(p, e, rank, old.lost()); };
   auto other_list = [&](const Error& last) {
-    rethrow_shrink_failure(p, InvalidArgument("until the join timeout, the address of rank " +
-                                                  std::to_string(p.survivors.front()) +
-                                                  " served only a group of another survivor list (another exclude "
-                                                  "list: is this rank excluded by the others?); last: " +
-                                                  last.message(),
-                                              rank),
-                           rank);
+    fail(InvalidArgument("until the join timeout, the address of rank " + std::to_string(p.survivors.front()) +
+                             " served only a group of another survivor list (another exclude list: is this rank "
+                             "excluded by the others?); last: " +
+                             last.message(),
+                         rank));
+  };
+  // A failure explained by a survivor this group lost: named as that survivor's loss.
+  auto lost_cause = [&](const Error& e, std::chrono::milliseconds grace) {
+    const int r = lost_survivor(p, old, grace);
+    if (r < 0) return;
+    const int k = new_rank_of(p, r);
+    fail(RemoteError("rank " + std::to_string(k) + " was lost before the shrunk group formed (this group's root "
+                         "reported it; the join ended: " + e.message() + ")",
+                     k, p.new_rank));
   };
   for (;;) {
+    auto sig = std::make_shared<AbortSignal>(p.new_rank);
+    auto watched = std::make_shared<std::atomic<bool>>(false);  // the watch below ended the join
     try {
-      join(std::max(until.remaining(), std::chrono::milliseconds(1)));
+      // A survivor that died before joining would be waited for until the join timeout (nobody
+      // else can tell the new root about it); this group's root saw its connection drop.
+      AbortSignal::LossWatch watch(old, [&p, sig, watched](int r, const std::string& why) {
+        const int k = new_rank_of(p, r);
+        if (k < 0 || k == p.new_rank) return;
+        watched->store(true);
+        sig->raise_lost(k, "rank " + std::to_string(k) + " was lost before the shrunk group formed: " + why);
+      });
+      join(std::max(until.remaining(), std::chrono::milliseconds(1)), sig);
       return;
     } catch (const InvalidArgument& e) {
       // The root's refusal of a token it does not serve (root_admission.cpp): another shrink's
       // root holds the address for now.
-      if (std::string(e.what()).find("wrong token") == std::string::npos) rethrow_shrink_failure(p, e, rank);
+      if (std::string(e.what()).find("wrong token") == std::string::npos) fail(e);
       refused = true;
+      lost_cause(e, std::chrono::milliseconds(0));  // the other list excludes a rank lost since
       if (until.expired()) other_list(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } catch (const Error& e) {
+      if (watched->load()) fail(e);
+      // A vanished new root: wait a moment for the news of who died.
+      const bool root_gone = e.code() == ErrorCode::Remote && (e.culprit() < 0 || e.culprit() == 0);
+      lost_cause(e, root_gone && p.new_rank != 0 ? kLossNewsGrace : std::chrono::milliseconds(0));
+      // The host's failed attempt (its root ends as the host replans) may have accepted this
+      // attempt's connection before it ended: a reset before any answer, not the host's death,
+      // which this group's root would have reported by now (lost_cause). Again, as a refusal.
+      if (root_gone && p.new_rank != 0 && std::string(e.what()).find("(while joining)") != std::string::npos &&
+          !until.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
       // After a refusal, that root going away is no news: the list differs.
       if (refused) other_list(e);
-      rethrow_shrink_failure(p, e, rank);
+      fail(e);
     }
   }
 }
 
-[[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank) {
+[[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank, const std::vector<int>& lost) {
   int culprit = e.culprit();
   // A lost or silent root (-1 in a Remote or Timeout error): its host, the lowest survivor.
   const bool root_gone = e.code() == ErrorCode::Remote || e.code() == ErrorCode::Timeout;
@@ -241,11 +325,13 @@ void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_t
     text += " (rank " + std::to_string(culprit) + " of the shrunk group is rank " + std::to_string(old) +
             " of this group; shrink again without it)";
   }
+  // culprits(): the culprit and this group's losses. Not the failed group's other losses:
+  // survivors leaving a failed attempt are no dead ranks.
   switch (e.code()) {
-    case ErrorCode::Remote: throw RemoteError(text, old, rank);
-    case ErrorCode::Timeout: throw TimeoutError(text, rank, old);
-    case ErrorCode::InvalidArgument: throw InvalidArgument(text, rank, old);
-    default: throw Error(e.code(), text, rank, old);
+    case ErrorCode::Remote: throw_with_culprits(RemoteError(text, old, rank), lost);
+    case ErrorCode::Timeout: throw_with_culprits(TimeoutError(text, rank, old), lost);
+    case ErrorCode::InvalidArgument: throw_with_culprits(InvalidArgument(text, rank, old), lost);
+    default: throw_with_culprits(Error(e.code(), text, rank, old), lost);
   }
 }
 
@@ -258,6 +344,12 @@ UniqueId grow_id(const Member& m) { return UniqueId::create(m.mine().ip); }
 
 std::pair<UniqueId, int> agree_grow(Bootstrap& bs, int rank, int world, int new_world, const std::optional<UniqueId>& id,
                                     int new_rank, Deadline deadline) {
+  // First, before anything is sized by it (a vector of new_world entries below: 8 GiB for
+  // grow(2**31 - 1)). Every grow passes here: the C++ and Python calls, ncclCommGrow's ranks.
+  if (new_world < 1 || new_world > wire::kMaxWorld)
+    throw InvalidArgument("grow(" + std::to_string(new_world) + "): a group holds 1.." +
+                              std::to_string(wire::kMaxWorld) + " ranks",
+                          rank);
   if (new_rank < 0) new_rank = rank;
   if (new_world < world || new_rank >= new_world)
     throw InvalidArgument("grow(" + std::to_string(new_world) + "): the grown group must hold the " +

@@ -24,6 +24,7 @@
 #include "bootstrap/root.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/wire.hpp"
+#include "common/abort_signal.hpp"
 
 namespace actorcc::elastic {
 
@@ -33,6 +34,8 @@ struct Successor {
   std::string ip;
   uint16_t port = 0;
   wire::Token token{};
+  // This rank's process runs the group's root (it made the id: UniqueId::create(), grow_id()).
+  bool hosts_root = false;
 };
 
 // This rank's part of the elastic state of one communicator.
@@ -52,6 +55,10 @@ class Member {
   std::vector<std::string> unwrap_all(const std::vector<std::string>& blobs, int rank);
 
   const std::vector<Successor>& successors() const { return successors_; }
+  // The lowest rank whose process hosts this group's root, from the peer blobs; -1 when none
+  // does (the id's creator is no member). A grown group's root lives in the member that called
+  // grow_id(): its death must name that rank, as a shrunk group's names its rank 0.
+  int root_host() const;
   const Successor& mine() const { return mine_; }
   int listener() const { return listener_.get(); }
   // A successful shrink used this group's successors: a second one would serve a second
@@ -76,18 +83,25 @@ struct ShrinkPlan {
 };
 
 // Checks `exclude` (ranks in range, not this rank) and, on the lowest survivor, starts the new
-// group's root on its reserved listener. Throws InvalidArgument on this rank only.
-ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& exclude);
+// group's root on its reserved listener. Throws InvalidArgument on this rank only. `lost`: the
+// ranks this group's root reported lost (AbortSignal::lost()), excluded as well: a survivor list
+// that held a dead rank would wait for it until the join timeout.
+ShrinkPlan plan_shrink(Member& m, int rank, int world, const std::vector<int>& exclude,
+                       const std::vector<int>& lost = {});
 // The new group formed: its root is kept as long as the process (or until every rank left).
 void finish_shrink(Member& m, ShrinkPlan& p);
-// Runs `join` (which builds the new group with the deadline it is given) until it succeeds, or
-// fails with the error translated by rethrow_shrink_failure. A refusal by a root of another
-// survivor list on the same address is retried until `join_timeout` passes.
-void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout,
-                 const std::function<void(std::chrono::milliseconds)>& join);
+// Runs `join` (which builds the new group with the deadline and the abort signal it is given)
+// until it succeeds, or fails with the error translated by rethrow_shrink_failure. A refusal by
+// a root of another survivor list on the same address is retried until `join_timeout` passes.
+// `old` is this group's signal: a survivor whose loss its root reports meanwhile (it died before
+// or while joining) ends the join at once, naming it, rather than at the join timeout.
+void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_timeout, AbortSignal& old,
+                 const std::function<void(std::chrono::milliseconds, std::shared_ptr<AbortSignal>)>& join);
 // A shrink whose join failed: the same error, said in terms of this group's ranks (the culprit
-// is the old rank; -1 there means the root's host, the lowest survivor).
-[[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank);
+// is the old rank; -1 there means the root's host, the lowest survivor). Its culprits() are the
+// failure's, in old ranks, and every rank in `lost` (this group's known losses).
+[[noreturn]] void rethrow_shrink_failure(const ShrinkPlan& p, const Error& e, int rank,
+                                         const std::vector<int>& lost = {});
 // Why the old group's later calls fail once it has been shrunk.
 std::string revoke_reason(const ShrinkPlan& p);
 

@@ -18,10 +18,16 @@
 //   grow_kill    as kill_between, and the first newcomer dies inside the grow: the grow fails
 //                naming it, a second grow with another newcomer works
 //   mismatch     one survivor (--victim) passes another exclude list: every survivor's shrink fails
+//   kill_two     --culprit and --victim die together: the errors list both, the recipe (shrink
+//                without the first error's culprits) reaches a working group of the others
+//   shrink_die   --culprit dies, --victim --hold-ms after its error, while the others shrink:
+//                their shrink names it at once and the recipe's second shrink works
+//   grow_root_dies  as kill_between up to the grow; then --victim, whose process hosts the grown
+//                group's root (it called grow_id()), dies: the others name it and shrink
 //   cycles       --cycles times: shrink without --culprit (alive), grow back with it; fds,
 //                threads and this process's /dev/shm segments must not grow
-//   newcomer, newcomer_dies   a restarted process joining a grown group as --rank (the second
-//                dies in the group's setup)
+//   newcomer, newcomer_dies, newcomer_root_dies   a restarted process joining a grown group as
+//                --rank (the second dies in the group's setup, the third runs grow_root_dies)
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -63,10 +69,12 @@ void matrix(Communicator& c, const Args& a, const char* what) {
             << " s" << std::endl;
 }
 
-// Loops all_reduce until the group fails; the error must name `culprit`. The culprit itself
-// (rank == culprit) dies between calls or, with `large`, inside one.
-void until_failure(Communicator& c, const Args& a, bool large) {
-  const bool culprit = a.rank == a.culprit;
+// Loops all_reduce until the group fails; the error must name one of `dying` (default: the
+// culprit). Those ranks themselves die between calls or, with `large`, inside one (the first of
+// them; the others between calls). Returns the error's culprits().
+std::vector<int> until_failure(Communicator& c, const Args& a, bool large, std::vector<int> dying = {}) {
+  if (dying.empty()) dying = {a.culprit};
+  const bool culprit = std::find(dying.begin(), dying.end(), c.rank()) != dying.end();
   std::thread timer;
   if (culprit && large)
     timer = std::thread([&] {
@@ -86,8 +94,30 @@ void until_failure(Communicator& c, const Args& a, bool large) {
     throw;
   } catch (const Error& e) {
     std::cerr << "rank " << a.rank << " got (culprit " << e.culprit() << "): " << e.what() << std::endl;
-    if (e.culprit() != a.culprit) throw Failure("rank " + std::to_string(a.rank) + ": the error does not name rank " +
-                                                std::to_string(a.culprit));
+    if (culprit) die();  // another dying rank went first: the call it was in failed
+    if (std::find(dying.begin(), dying.end(), e.culprit()) == dying.end() || !names_rank(e.what(), e.culprit()))
+      throw Failure("rank " + std::to_string(a.rank) + ": the error does not name rank " + std::to_string(dying[0]) +
+                    (dying.size() > 1 ? " or another dying rank" : ""));
+    return e.culprits();
+  }
+  return {};
+}
+
+// The documented recipe (docs/elastic.md): shrink without every rank the error lists; a shrink
+// that fails because another survivor died meanwhile names it (culprits()): again without it too.
+std::unique_ptr<Communicator> shrink_without_lost(Communicator& c, std::vector<int> ex, const Args& a) {
+  for (;;) {
+    try {
+      return c.shrink(ex, milliseconds(a.join_timeout_ms));
+    } catch (const Error& e) {
+      const size_t had = ex.size();
+      for (int r : e.culprits())
+        if (std::find(ex.begin(), ex.end(), r) == ex.end()) ex.push_back(r);
+      std::cerr << "rank " << a.rank << ": shrink failed (culprits " << e.culprits().size() << "): " << e.what()
+                << std::endl;
+      if (ex.size() == had) throw;
+      std::cout << "SHRINK_RETRY " << e.culprit() << std::endl;
+    }
   }
 }
 
@@ -134,6 +164,51 @@ void first_ok(Communicator& s) {
   std::cout << "FIRST_OK " << now_ns() << std::endl;
 }
 
+// Two ranks (--culprit, --victim) die together: every survivor's error names one of them, and
+// soon lists both (the root reported both losses); the recipe reaches a working group of the
+// others. shrink_die: --victim dies only once the others are inside the shrink (--hold-ms after
+// its error); their shrink must name it within seconds, not at the join timeout.
+int two_deaths(Communicator& c, const Args& a) {
+  const bool together = a.phase == "kill_two";
+  std::vector<int> dying = {a.culprit};
+  if (together) dying.push_back(a.victim);
+  std::vector<int> culprits = until_failure(c, a, false, dying);
+  if (a.rank == a.victim) {
+    std::this_thread::sleep_for(milliseconds(a.hold_ms));
+    die();
+  }
+  if (together) {
+    // The error raised at the first loss may know one; the group's later errors know both.
+    for (int i = 0; i < 400 && culprits.size() < 2; ++i) {
+      std::this_thread::sleep_for(milliseconds(5));
+      try {
+        c.check();
+      } catch (const Error& e) {
+        culprits = e.culprits();
+      }
+    }
+    if (culprits != std::vector<int>{std::min(a.culprit, a.victim), std::max(a.culprit, a.victim)})
+      throw Failure("rank " + std::to_string(a.rank) + ": the group's error does not list both dead ranks");
+    culprits = {dying.front()};  // the recipe with the first error's culprit only: the shrink knows the rest
+  }
+  auto s = shrink_without_lost(c, culprits, a);
+  if (s->world_size() != a.world - 2) throw Failure("rank " + std::to_string(a.rank) + ": the shrunk group has " +
+                                                     std::to_string(s->world_size()) + " ranks");
+  first_ok(*s);
+  return finish(*s);
+}
+
+// A grown group's root lives in the member that called grow_id() (the shrunk group's rank 0):
+// --victim, that member here, dies; every other member's error names it (not "the process that
+// called UniqueId.create()"), and the shrink without it works. Newcomers run this too.
+int grown_root_host_dies(Communicator& g, const Args& a) {
+  small_all_reduce_check(g);
+  auto culprits = until_failure(g, a, false, {a.victim});
+  auto s = shrink_without_lost(g, culprits, a);
+  first_ok(*s);
+  return finish(*s);
+}
+
 int after_kill(Communicator& c, const Args& a) {
   const milliseconds jt(a.join_timeout_ms);
   std::unique_ptr<Communicator> s;
@@ -148,6 +223,7 @@ int after_kill(Communicator& c, const Args& a) {
   s = c.shrink({a.culprit}, jt);
   first_ok(*s);
   if (a.phase == "trial") return finish(*s);
+  if (a.phase == "grow_root_dies") return grown_root_host_dies(*grow_back(*s, a), a);
   matrix(*s, a, "shrunk");
   std::unique_ptr<Communicator> g;
   if (a.phase == "grow_kill") {
@@ -164,6 +240,7 @@ int newcomer(const Args& a) {
   if (a.phase == "newcomer_dies") arm_setup_fault("kill", "shm_open");
   std::cout << "READY " << now_ns() << std::endl;
   Communicator c(UniqueId::parse(a.id), a.rank, a.world, options_for(a));
+  if (a.phase == "newcomer_root_dies") return grown_root_host_dies(c, a);
   small_all_reduce_check(c);
   std::cout << "REJOINED " << now_ns() << std::endl;
   matrix(c, a, "grown");
@@ -297,12 +374,13 @@ int cycles(std::unique_ptr<Communicator> c, const Args& a) {
 }  // namespace
 
 int elastic_run(const Args& a) {
-  if (a.phase == "newcomer" || a.phase == "newcomer_dies") return newcomer(a);
+  if (a.phase.starts_with("newcomer")) return newcomer(a);
   auto c = make_comm(a);
   std::cout << "JOINED" << std::endl;
   if (a.phase == "planned") return planned(*c, a);
   if (a.phase == "mismatch") return mismatch(*c, a);
   if (a.phase == "cycles") return cycles(std::move(c), a);
+  if (a.phase == "kill_two" || a.phase == "shrink_die") return two_deaths(*c, a);
   until_failure(*c, a, a.phase == "kill_large");
   return after_kill(*c, a);
 }

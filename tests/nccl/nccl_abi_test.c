@@ -27,10 +27,12 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <math.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1143,6 +1145,19 @@ static void elastic_api(void) {
   CHECK(ncclCommGrow(NULL, 2, NULL, 1, &nc, NULL) == ncclInvalidArgument, "a new rank without an id");
   NCCLOK(ncclCommGetUniqueId(comm, &gid));
   CHECK(ncclCommGetUniqueId(comm, &id) == ncclInvalidUsage, "a second grow id while the first is unconsumed");
+  /* A size beyond 1..65536 is refused before anything is sized by it (it sized a vector of nRanks
+   * ints first: 8 GiB for INT_MAX), on an existing rank and on a new one. */
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  const double t0 = now_s();
+  CHECK(ncclCommGrow(comm, INT_MAX, &gid, -1, &nc, NULL) == ncclInvalidArgument && nc == NULL, "grow to INT_MAX");
+  CHECK(strstr(ncclGetLastError(comm), "1..65536"), "grow size text: %s", ncclGetLastError(comm));
+  CHECK(ncclCommGrow(NULL, INT_MAX, &gid, 1, &nc, NULL) == ncclInvalidArgument, "a new rank of a grow to INT_MAX");
+  getrusage(RUSAGE_SELF, &ru1);
+  CHECK(now_s() - t0 < 5.0, "the refusals took %.1f s", now_s() - t0);
+  CHECK(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024, "the refusals grew the peak RSS by %ld KiB",
+        ru1.ru_maxrss - ru0.ru_maxrss);
+  NCCLOK(ncclCommGetUniqueId(comm, &gid));  /* the refused grow consumed the first */
   CHECK(ncclCommRevoke(comm, 1) == ncclInvalidArgument, "revoke flags 1");
   /* Revoked: later calls refused with ncclInvalidUsage, the state quiescent, destroy works
    * (and stops the unconsumed grow id's root). */

@@ -133,6 +133,51 @@ def kill_shrink_grow(rank, world, uid, device, victim, stamp_dir, n=4099):
     return {"detect": detect, "kill_to_first_ok": first_ok - killed, "rejoin": rejoin}
 
 
+def two_die_together(rank, world, uid, dead, stamp_dir, n=4099):
+    """The ranks in `dead` SIGKILL themselves while the others wait in an all_reduce; the survivors
+    follow the documented recipe (docs/elastic.md): shrink without the error's culprits, again
+    without any rank a failed shrink names. Their join timeout is 60 s: a shrink waiting for the
+    second dead rank would spend it. Returns the error's culprits (once both are known) and the
+    seconds from the kill to the shrunk group's exact all_reduce."""
+    c = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=60)
+    _check(c, "cpu", n, list(range(world)))
+    if rank in dead:
+        if rank == dead[0]:
+            with open(os.path.join(stamp_dir, "killed"), "w") as f:
+                f.write(repr(time.monotonic()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        c.all_reduce(_tensor("cpu", n, rank))
+        raise AssertionError(f"rank {rank}: the call completed without ranks {dead}")
+    except actorcc.RemoteError as e:
+        err = e
+    assert err.culprit in dead and isinstance(err.culprits, list), (err.culprit, err.culprits)
+    exclude = list(err.culprits)
+    while True:
+        try:
+            s = c.shrink(exclude)
+            break
+        except (actorcc.RemoteError, actorcc.TimeoutError) as e:
+            more = set(e.culprits) - set(exclude)
+            assert more, (exclude, e.culprits, str(e))
+            exclude = sorted(set(exclude) | more)
+    survivors = [r for r in range(world) if r not in dead]
+    assert s.world_size == len(survivors), (s.world_size, survivors)
+    _check(s, "cpu", n, survivors)
+    done = time.monotonic()
+    with open(os.path.join(stamp_dir, "killed")) as f:
+        killed = float(f.read())
+    # The old group's error, now: it lists both dead ranks (the root reported both).
+    try:
+        c.check()
+    except actorcc.RemoteError as e:
+        later = e.culprits
+    s.host_barrier()
+    s.close()
+    c.close()
+    return {"first": list(err.culprits), "later": later, "kill_to_first_ok": done - killed}
+
+
 def kill_rejoin_cycles(rank, world, uid, device, stamp_dir, cycles, n=4099):
     """`cycles` times over: the last rank is SIGKILLed while the others' all_reduce waits for it
     (on the GPU: their kernel is already waiting), the survivors shrink and check, and a restarted

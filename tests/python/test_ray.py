@@ -255,6 +255,30 @@ def test_elastic_group_shrinks_and_the_restarted_actor_rejoins(ray_session):
         ray.kill(a)
 
 
+def test_elastic_group_two_actors_killed_together_shrink_within_seconds(ray_session):
+    # Issue 44: two actors killed together; shrink_group() (exclude = what the error lists) must
+    # not wait for the second one: the group's join timeout is 60 s, the bar 5 s.
+    actors, _ = _elastic_actors(ray_session, 5, groups=("two",))
+    actorcc.ray.create_group(actors, name="two", timeout=20, join_timeout=60, backend="cpu")
+    ray.get([a.state.remote() for a in actors], timeout=30)
+    refs = [actors[i].blocked_allreduce.remote("two") for i in (0, 1, 4)]
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    for i in (2, 3):
+        ray.kill(actors[i])  # no restart
+    errors = ray.get(refs, timeout=30)
+    for e in errors:
+        assert e is not None and e["culprit"] in (2, 3), e
+    survivors = [actors[i] for i in (0, 1, 4)]
+    shrunk = ray.get([a.shrink.remote("two") for a in survivors], timeout=30)
+    assert shrunk == [(r, 3, [0, 1, 4]) for r in range(3)], shrunk
+    assert all(ok for ok, _, _ in ray.get([a.exact_allreduce.remote("two") for a in survivors], timeout=30))
+    took = time.monotonic() - t0
+    assert took < 5.0, took
+    for a in actors:
+        ray.kill(a)
+
+
 def test_elastic_collective_group(ray_session):
     actors, pids = _elastic_actors(ray_session, 3, collective=("elc",))
     actorcc.ray.create_collective_group(actors, group_name="elc", timeout=20, join_timeout=30, backend="cpu")

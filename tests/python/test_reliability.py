@@ -154,6 +154,7 @@ def test_errors_the_python_layer_raises_have_every_attribute():
                 actorcc.UnsupportedError):
         e = cls("raised in Python")
         assert (e.culprit, e.rank, e.observer_rank) == (-1, -1, -1), cls
+        assert tuple(e.culprits) == (), cls
         assert isinstance(e.code, str) and e.code, cls
     assert actorcc.InvalidArgumentError("x").code == "invalid argument"
 

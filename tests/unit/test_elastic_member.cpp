@@ -44,6 +44,29 @@ TEST(ElasticMember, BlobsRoundTripAndEveryRankLearnsEverySuccessor) {
   EXPECT_NE(ms[0]->mine().port, 0);
 }
 
+// Issue 44: a grown group's root lives in the member that called grow_id(); the peer blobs say
+// which rank that is, so its loss names it (culprit -1 before).
+TEST(ElasticMember, TheRankHostingTheRootIsKnownToEveryRank) {
+  const UniqueId here = UniqueId::create("127.0.0.1");  // its root runs in this process
+  const UniqueId elsewhere = loopback_id();             // nobody here serves it
+  std::vector<std::unique_ptr<elastic::Member>> ms;
+  std::vector<std::string> blobs;
+  for (int r = 0; r < 3; ++r) {
+    ms.push_back(elastic::Member::reserve(r == 2 ? here : elsewhere, 0));
+    blobs.push_back(ms.back()->wrap("t"));
+  }
+  EXPECT_TRUE(ms[2]->mine().hosts_root);
+  EXPECT_FALSE(ms[0]->mine().hosts_root);
+  for (int r = 0; r < 3; ++r) {
+    ms[r]->unwrap_all(blobs, r);
+    EXPECT_EQ(ms[r]->root_host(), 2);
+  }
+  std::vector<std::string> none(blobs.begin(), blobs.begin() + 2);
+  ms[0]->unwrap_all(none, 0);
+  EXPECT_EQ(ms[0]->root_host(), -1);
+  here.stop_root_if_unused();
+}
+
 TEST(ElasticMember, MalformedBlobsAreRefusedNamingTheRank) {
   std::vector<std::string> blobs;
   auto ms = group(2, {0, 0}, &blobs);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actorcc/error.hpp"
 #include "common/abort_signal.hpp"
@@ -97,4 +98,47 @@ TEST(AbortSignal, WaitUntilEndsWhenRaisedOrAtItsDeadline) {
   raiser.join();
   EXPECT_EQ(s.culprit(), 2);
   EXPECT_TRUE(s.wait_until(Deadline::after(std::chrono::milliseconds(0))));  // already raised
+}
+
+// Issue 44: ranks killed together reach the root one by one; every loss it reports is kept,
+// not only the first, and every error lists them (culprits()).
+TEST(Error, CulpritsHoldTheCulpritByDefault) {
+  EXPECT_EQ(RemoteError("peer died", 5, 2).culprits(), std::vector<int>{5});
+  EXPECT_TRUE(TimeoutError("root silent", 2).culprits().empty());
+  RemoteError e("peer died", 5, 2);
+  e.set_culprits({7, -1, 3, 7});
+  EXPECT_EQ(e.culprits(), (std::vector<int>{3, 5, 7}));  // sorted, the culprit kept, -1 dropped
+  EXPECT_EQ(e.culprit(), 5);
+}
+
+TEST(AbortSignal, EveryLossIsRecordedAndEveryLaterErrorListsThem) {
+  AbortSignal s(0);
+  s.raise_lost(3, "rank 3 disconnected");
+  s.raise_lost(4, "rank 4 disconnected");  // after the first raise: news all the same
+  s.raise_lost(3, "again");
+  s.raise_lost(-1, "the root, hosted by no rank");
+  EXPECT_EQ(s.lost(), (std::vector<int>{3, 4}));
+  try {
+    s.rethrow();
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.culprit(), 3);
+    EXPECT_EQ(e.culprits(), (std::vector<int>{3, 4}));
+    EXPECT_NE(std::string(e.what()).find("rank 3 disconnected"), std::string::npos);
+  }
+  // A plain raise (an abort, a timeout) is no loss.
+  AbortSignal t(0);
+  t.raise(2, ErrorCode::Timeout, "waited for rank 2");
+  EXPECT_TRUE(t.lost().empty());
+}
+
+TEST(AbortSignal, LossWatchSeesEarlierAndLaterLossesAndNothingOnceGone) {
+  AbortSignal s(0);
+  s.raise_lost(1, "one");
+  std::vector<int> seen;
+  {
+    AbortSignal::LossWatch w(s, [&](int r, const std::string&) { seen.push_back(r); });
+    s.raise_lost(2, "two");
+  }
+  s.raise_lost(5, "five");
+  EXPECT_EQ(seen, (std::vector<int>{1, 2}));
 }

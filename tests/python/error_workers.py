@@ -41,8 +41,8 @@ def mismatch(rank, world, uid, case, odd):
         comm.host_barrier()
         t0 = time.monotonic()
         try:
-            # A rank still in a matching call when the others find the mismatch gets the
-            # group's error there: the group is poisoned either way.
+            # The matching calls complete on every rank, also on one still finishing the
+            # last of them when a faster rank's next call finds the mismatch.
             for _ in range(2):
                 _call(comm, world, ours)
             _call(comm, world, theirs if rank == odd else ours)
@@ -220,5 +220,5 @@ def checked_mismatch(rank, world, uid):
         try:
             comm.all_reduce(np.ones(8 if rank == world - 1 else 4, np.float32))
         except actorcc.InvalidArgumentError as e:
-            return str(e)
+            return str(e), e.culprit
     return None

@@ -79,7 +79,9 @@ def test_check_synchronize_and_wait_report_the_groups_error(uid):
 
 def test_checked_mode_names_both_calls(uid):
     res = run_ranks(3, error_workers.checked_mismatch, uid, expect_errors=True, timeout=60)
-    for r, (kind, msg) in enumerate(res):
-        assert kind == "ok" and msg is not None, f"rank {r}: {kind} {msg}"
+    for r, (kind, out) in enumerate(res):
+        assert kind == "ok" and out is not None, f"rank {r}: {kind} {out}"
+        msg, culprit = out
+        assert culprit == 2, f"rank {r}: culprit {culprit}: {msg}"  # the odd rank, not the majority
         assert "checked mode" in msg and "ranks 0, 1 called all_reduce(count=4, float32, sum)" in msg, msg
         assert "rank 2 called all_reduce(count=8, float32, sum)" in msg, msg

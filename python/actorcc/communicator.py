@@ -69,6 +69,20 @@ def _abort_on_fatal_exception():
             pass
 
 
+def _release_at_exit():
+    """At the interpreter's exit, the communicators still open drop their native handles, which
+    then leave their groups as close() does (once no thread is inside a call with one). Python
+    objects can outlive the program's own references: torch.distributed keeps a process group
+    that destroy_process_group() never removed in its C++ registry, destroyed after the
+    interpreter, so the extension's instances were still alive when nanobind tore its types
+    down, and it printed 16 lines of "leaked instances ... reference counting issue" that sent
+    users hunting for a bug that is not there. Registered before the exception hook, so it
+    runs after it (atexit runs last in, first out): an abort there names the cause first."""
+    for c in list(_OPEN):
+        c._release()
+
+
+atexit.register(_release_at_exit)
 atexit.register(_abort_on_fatal_exception)
 
 
@@ -271,11 +285,16 @@ class Communicator(CollectiveCalls):
 
     @property
     def closed(self):
-        return self._c.closed
+        return self._c is None or self._c.closed
 
     @property
     def aborted(self):
-        return self._c.aborted
+        return self._c is not None and self._c.aborted
+
+    def _release(self):
+        """Drops every reference this object holds to the native communicator (_release_at_exit);
+        the native one is destroyed (leaving its group) when the last use of it ends."""
+        self._c = self._call = self._inplace = None
 
     def plan(self, collective, nbytes, registered=False):
         """Name of the algorithm the planner would pick for `collective` of `nbytes` (the
@@ -519,7 +538,8 @@ class Communicator(CollectiveCalls):
         if ex is not None:
             ex.shutdown(wait=True)
             self._executor = None
-        self._c.close()
+        if self._c is not None:  # None: released at the interpreter's exit
+            self._c.close()
 
     def __enter__(self):
         return self

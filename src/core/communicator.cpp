@@ -257,14 +257,15 @@ struct Communicator::Impl {
     }
     auto all = bootstrap->allgather(blob, Deadline::after(ctx.options.timeout));
     const auto desc = [](const std::string& b) { return b.substr(0, b.find('\n')); };  // without the counts
-    const std::string first = desc(all[0]);
+    std::vector<std::pair<int, std::string>> calls;
+    for (size_t r = 0; r < all.size(); ++r) calls.emplace_back(static_cast<int>(r), desc(all[r]));
+    if (std::any_of(calls.begin(), calls.end(), [&](const auto& c) { return c.second != calls[0].second; })) {
+      // Every rank has every call: all name the same culprit, the rank off the majority.
+      const MismatchVerdict v = mismatch_verdict(std::move(calls));
+      throw InvalidArgument("mismatched collectives (checked mode): " + v.text, ctx.rank, v.culprit);
+    }
     std::vector<std::vector<size_t>> sends(all.size()), recvs(all.size());
     for (size_t r = 0; r < all.size(); ++r) {
-      const std::string theirs = desc(all[r]);
-      if (theirs != first)
-        throw InvalidArgument("mismatched collectives (checked mode): rank 0 called " + first + " but rank " +
-                                  std::to_string(r) + " called " + theirs,
-                              ctx.rank);
       if (a.coll != Collective::AllToAllV) continue;
       std::istringstream is(all[r].substr(all[r].find('\n') + 1));
       sends[r].resize(ctx.world);
@@ -286,7 +287,7 @@ struct Communicator::Impl {
   // time with the real cause (rather than a timeout that names this rank without the reason).
   [[noreturn]] void refuse(const InvalidArgument& e) {
     check_process();
-    if (ctx.world > 1) ctx.abort_group("it refused a call with a bad argument: " + e.message());
+    if (ctx.world > 1) ctx.abort_group("it refused a call with a bad argument: " + e.message(), e.culprit());
     throw e;
   }
 

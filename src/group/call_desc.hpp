@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "group/group_context.hpp"
 
@@ -28,5 +30,20 @@ struct CallDesc {
   std::string text() const;
 };
 static_assert(sizeof(CallDesc) == 16, "CallDesc is stored as two 64-bit words");
+
+// Whom a disagreement is blamed on. The rank that finds it is as often in the majority as not,
+// so naming "the other side" of the first pair compared would blame the majority half the
+// time; instead every rank that decides from the same calls names the same rank: the lowest
+// rank outside the majority (the call most ranks made). Where calls tie for the most ranks, the
+// one made by the lowest rank counts as the majority's (as checked mode compares with rank 0),
+// and the text says that it is a tie.
+struct MismatchVerdict {
+  int culprit = -1;
+  bool tie = false;
+  // "rank 2 called X, ranks 0, 1 called Y": every other call first, the majority's last.
+  std::string text;
+};
+// calls: (rank, its call's text), in any order; at least two different texts.
+MismatchVerdict mismatch_verdict(std::vector<std::pair<int, std::string>> calls);
 
 }  // namespace actorcc

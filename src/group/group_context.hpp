@@ -60,9 +60,9 @@ struct GroupContext {
   // Tells every rank that the group is broken, with `why` (their pending and later calls
   // raise it), unless it is already aborted: a rank that fails because of an abort must not
   // answer it with one of its own, which would replace the culprit's reason at the ranks that
-  // have not heard it yet.
-  void abort_group(const std::string& why) const {
-    if (!abort->raised()) bootstrap->abort(why);
+  // have not heard it yet. `culprit`: the rank at fault, where it is another (-1: this one).
+  void abort_group(const std::string& why, int culprit = -1) const {
+    if (!abort->raised()) bootstrap->abort(why, culprit);
   }
 };
 

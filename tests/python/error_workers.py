@@ -41,8 +41,8 @@ def mismatch(rank, world, uid, case, odd):
         comm.host_barrier()
         t0 = time.monotonic()
         try:
-            # A rank still in a matching call when the others find the mismatch gets the
-            # group's error there: the group is poisoned either way.
+            # The matching calls complete on every rank, also on one still finishing the
+            # last of them when a faster rank's next call finds the mismatch.
             for _ in range(2):
                 _call(comm, world, ours)
             _call(comm, world, theirs if rank == odd else ours)
@@ -56,6 +56,45 @@ def mismatch(rank, world, uid, case, odd):
         except actorcc.Error as e:
             return time.monotonic() - t0, type(e).__name__, str(e), False
     return None
+
+
+# The kinds of disagreement the shm check knows, each tried with the odd call on every rank.
+ATTRIBUTION_KINDS = ("count", "dtype", "op", "root", "collective")
+
+
+def attribution_case(i, world):
+    """Round i of mismatch_rounds: (kind, odd rank), every kind at every position in turn."""
+    return ATTRIBUTION_KINDS[i % len(ATTRIBUTION_KINDS)], (i // len(ATTRIBUTION_KINDS)) % world
+
+
+def mismatch_rounds(rank, world, uids):
+    """One group per uid: a matching all_reduce whose result is checked, then the round's
+    mismatch (attribution_case). The warm-up's last sync point is where a rank still finishing
+    it used to see the abort that a faster rank's next call raised. Returns per round the
+    warm-up's failure (None when it completed with the right sum) and (seconds, type, culprit,
+    message) of the mismatched call's error, or None where it completed."""
+    out = []
+    for i, uid in enumerate(uids):
+        kind, odd = attribution_case(i, world)
+        theirs, ours = MISMATCHES[kind]
+        with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30) as comm:
+            comm.host_barrier()
+            warm = None
+            x = np.full(1024, rank + 1, np.float32)
+            try:
+                comm.all_reduce(x)
+                if not np.all(x == world * (world + 1) / 2):
+                    warm = f"wrong sum {x[:4]}"
+            except actorcc.Error as e:
+                warm = f"{type(e).__name__}: {e}"
+            t0 = time.monotonic()
+            err = None
+            try:
+                _call(comm, world, theirs if rank == odd else ours)
+            except actorcc.Error as e:
+                err = (time.monotonic() - t0, type(e).__name__, e.culprit, str(e))
+            out.append((kind, odd, warm, err))
+    return out
 
 
 def matching_sequences(rank, world, uid):
@@ -181,5 +220,5 @@ def checked_mismatch(rank, world, uid):
         try:
             comm.all_reduce(np.ones(8 if rank == world - 1 else 4, np.float32))
         except actorcc.InvalidArgumentError as e:
-            return str(e)
+            return str(e), e.culprit
     return None

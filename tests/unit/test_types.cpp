@@ -248,6 +248,28 @@ TEST(CallDesc, ComparesAndPrintsTheFieldsThatMatter) {
   EXPECT_NE(CallDesc::of(bar), CallDesc{});  // a slot nobody wrote never matches a call
 }
 
+// The rank named is the one off the majority wherever the odd call sits; a tie names the side
+// without the lowest rank and says it is a tie.
+TEST(CallDesc, MismatchVerdictNamesTheMinorityWhereverItIs) {
+  for (int odd = 0; odd < 3; ++odd) {
+    std::vector<std::pair<int, std::string>> calls;
+    for (int r = 2; r >= 0; --r) calls.emplace_back(r, r == odd ? "X" : "Y");
+    const MismatchVerdict v = mismatch_verdict(calls);
+    EXPECT_EQ(v.culprit, odd);
+    EXPECT_FALSE(v.tie);
+    const std::string majority = odd == 0 ? "ranks 1, 2" : odd == 1 ? "ranks 0, 2" : "ranks 0, 1";
+    EXPECT_EQ(v.text, "rank " + std::to_string(odd) + " called X, " + majority + " called Y");
+  }
+  const MismatchVerdict pair = mismatch_verdict({{1, "X"}, {0, "Y"}});
+  EXPECT_EQ(pair.culprit, 1);
+  EXPECT_TRUE(pair.tie);
+  EXPECT_NE(pair.text.find("rank 1 called X, rank 0 called Y (a tie"), std::string::npos) << pair.text;
+  const MismatchVerdict three = mismatch_verdict({{0, "A"}, {1, "B"}, {2, "C"}, {3, "B"}});
+  EXPECT_EQ(three.culprit, 0);  // B has two ranks: A and C are the minorities, the lowest named
+  EXPECT_FALSE(three.tie);
+  EXPECT_EQ(three.text, "rank 0 called A, rank 2 called C, ranks 1, 3 called B");
+}
+
 TEST(Types, EveryCollectiveHasAName) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto name = to_string(static_cast<Collective>(c));

@@ -50,6 +50,9 @@ constexpr size_t kDefaultWorkspace = size_t{4} << 20;  // per rank: two 2 MiB bu
 constexpr size_t kMinBuffer = size_t{32} << 10;
 constexpr int kSpins = 256;                             // ~ a few microseconds of pause
 constexpr std::chrono::microseconds kSleepSlice{10000};  // futex sleeps re-check every 10 ms
+// How long a rank that found a disagreement waits for the local peers that have not begun the
+// call yet, to name the rank that differs from the majority (ShmGroup::compare_call).
+constexpr std::chrono::milliseconds kVerdictWait{1000};
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -263,15 +266,25 @@ void ShmGroup::check_settled_abort() {
 // Sleepers announce themselves on `sleepers`, so wakers skip the syscall when nobody sleeps.
 template <typename Done>
 bool ShmGroup::wait_on(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Deadline dl, Done done) {
+  // An abort seen while the awaited value is already there belongs to a later call: a rank
+  // that found a mismatch in the next call raises the word only after every rank reached this
+  // call's steps (it compared with a peer that had passed them), so the step is visible by
+  // then, and a call that matched on every rank completes with its data.
+  auto abort_unless_done = [&] {
+    if (!ctx_.abort->raised() && header_->abort_word.load(std::memory_order_acquire) == 0) return false;
+    if (done(word.load(std::memory_order_seq_cst))) return true;
+    check_abort();
+    return false;
+  };
   int spins = 0;
   while (!done(word.load(std::memory_order_acquire))) {
     if (spins < kSpins) {
       ++spins;
-      if ((spins & 31) == 0) check_abort();
+      if ((spins & 31) == 0 && abort_unless_done()) return true;
       futex::cpu_relax();
       continue;
     }
-    check_abort();
+    if (abort_unless_done()) return true;
     if (dl.expired()) return false;
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = word.load(std::memory_order_seq_cst);
@@ -318,10 +331,25 @@ void ShmGroup::compare_call(int p) {
   // A group already aborted (a late rank after the others' timeout) reports that cause: the
   // peer's descriptor may be of a call it began after the failure.
   check_settled_abort();
-  const int who = ctx_.local_ranks[p];
-  fail(ErrorCode::InvalidArgument, who,
-       "rank " + std::to_string(ctx_.rank) + ": mismatched collectives: rank " + std::to_string(who) + " called " +
-           theirs.text() + ", rank " + std::to_string(ctx_.rank) + " called " + mine_.text() + " (call " +
+  // The culprit is decided from every local peer's call, not from this pair: every rank that
+  // finds the disagreement must name the same rank, the one that differs from the majority
+  // (mismatch_verdict), whichever of them claims the abort word first. The peers have begun
+  // the call or are about to (each passed the previous call's last sync point with us); one
+  // that does not within the bound is left out of the verdict rather than waited for.
+  std::vector<std::pair<int, std::string>> calls{{ctx_.rank, mine_.text()}};
+  const Deadline dl = Deadline::after(kVerdictWait);
+  for (int q = 0; q < n_; ++q) {
+    if (q == me_) continue;
+    CallDesc d;
+    while (!peer_call(q, &d) && flags_[q].left.load(std::memory_order_acquire) == 0 && !dl.expired()) {
+      check_abort();  // another rank decided first: its verdict is the group's
+      futex::wait(&flags_[q].step, flags_[q].step.load(std::memory_order_acquire), std::chrono::microseconds(200));
+    }
+    if (peer_call(q, &d)) calls.emplace_back(ctx_.local_ranks[q], d.text());
+  }
+  const MismatchVerdict v = mismatch_verdict(std::move(calls));
+  fail(ErrorCode::InvalidArgument, v.culprit,
+       "rank " + std::to_string(ctx_.rank) + ": mismatched collectives: " + v.text + " (call " +
            std::to_string(described_) + " of this communicator's shm collectives)");
 }
 
@@ -361,7 +389,10 @@ void ShmGroup::sync(const char* what) {
     }
     if (compare) compare_call(p);
   }
-  check_abort();  // a peer may have raised the abort word after bumping its step
+  // No abort check here: every peer reached this step, so what this call reads next is what
+  // they wrote for it. An abort raised meanwhile is of a later call (a faster rank's next call
+  // found a mismatch) or of a wait still to come, which sees it; raising it here failed a call
+  // that had matched everywhere (the mismatch blamed on the warm-up call before it).
 }
 
 uint8_t* ShmGroup::channel(int src, int dst) const {

@@ -15,17 +15,21 @@ from __future__ import annotations
 import atexit
 import datetime
 import functools
+import re
 import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
-from ._actorcc import RemoteError, UniqueId, UnsupportedError, _Communicator
+from ._actorcc import Error, RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
 from .collectives import CollectiveCalls, P2POp  # noqa: F401
 
 __all__ = ["Communicator", "Work", "P2POp"]
+
+# "actorcc invalid argument error: rank 2: " before an error's own text.
+_ERROR_HEAD = re.compile(r"^actorcc [a-z ]+ error: (rank -?\d+: )?")
 
 # Errors the group reports about other ranks (see Communicator.__exit__).
 _GROUP_ERRORS = (RemoteError, _TimeoutError)
@@ -117,10 +121,16 @@ def _backend_of(device, backend):
     raise T.invalid(f"device={device!r} and backend={backend!r} contradict each other")
 
 
-def _open(make, device, backend):
+def _open(make, device, backend, refuse=None):
     """make(ordinal, backend) -> _Communicator; the error of a GPU device on a machine without
-    one names the device the caller gave."""
-    dev, be = _backend_of(device, backend)
+    one names the device the caller gave. refuse(error): tells the group that a mistake found
+    here keeps this rank from joining (the C++ side does so for its own)."""
+    try:
+        dev, be = _backend_of(device, backend)
+    except Error as e:
+        if refuse is not None:
+            refuse(e)
+        raise
     try:
         return make(dev, be)
     except UnsupportedError as e:
@@ -207,10 +217,19 @@ class Communicator(CollectiveCalls):
                  *, algo="", checked=False, workspace_bytes=0):
         if isinstance(uid, str):
             uid = UniqueId.parse(uid)
+        rank, world_size = int(rank), int(world_size)
+
+        def refuse(e):  # the others learn at once why this rank will not join
+            _Communicator.refuse_join(uid, rank, world_size, _ERROR_HEAD.sub("", str(e), count=1))
+
+        try:
+            secs, join_secs = _seconds(timeout, "timeout"), _seconds(join_timeout, "join_timeout")
+        except Error as e:
+            refuse(e)
+            raise
         c = _open(lambda dev, be: _Communicator(
-            uid, int(rank), int(world_size), backend=be, device=dev, timeout=_seconds(timeout, "timeout"),
-            join_timeout=_seconds(join_timeout, "join_timeout"), algo=algo, checked=checked,
-            workspace_bytes=workspace_bytes), device, backend)
+            uid, rank, world_size, backend=be, device=dev, timeout=secs, join_timeout=join_secs, algo=algo,
+            checked=checked, workspace_bytes=workspace_bytes), device, backend, refuse)
         self._setup(c)
 
     @classmethod

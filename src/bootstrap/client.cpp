@@ -32,6 +32,9 @@ constexpr milliseconds kRefusedGrace(2000);
 constexpr milliseconds kByeTimeout(500);
 constexpr milliseconds kAbortSendTimeout(1000);
 constexpr milliseconds kStatusTimeout(1000);
+// How long a refusal to join (Bootstrap::refuse) may take in all: the caller raises its own
+// error right after, so this is the delay a mistake adds on the rank that made it.
+constexpr milliseconds kRefuseTimeout(3000);
 
 std::string local_hostname() {
   char buf[256] = {0};
@@ -51,11 +54,17 @@ std::string root_lost_text(const std::string& where, int root_rank, const std::s
          "): that process died or closed, and a group cannot outlive the process hosting its root";
 }
 
-}  // namespace
-
-std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
-                                           Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
-  bootstrap::IdFields f = bootstrap::read_id(id);
+// The id's fields, once join()'s checks pass: a corrupt id names what is wrong with it.
+bootstrap::IdFields checked_fields(const UniqueId& id, int rank, int world) {
+  bootstrap::IdFields f;
+  try {
+    f = bootstrap::read_id(id);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("this rank's UniqueId cannot be used: " + e.message() +
+                              " (an id is the 128 bytes UniqueId.create() made, passed on whole: str() and "
+                              "UniqueId.parse(), pickling, or to_bytes() and from_bytes())",
+                          rank);
+  }
   if (f.version != wire::kProtocolVersion)
     throw InvalidArgument("the UniqueId was made by bootstrap protocol version " +
                               std::to_string(f.version) + ", this build speaks " +
@@ -69,6 +78,49 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     throw InvalidArgument("the address was set up for world size " + std::to_string(f.world) +
                               ", not " + std::to_string(world),
                           rank);
+  return f;
+}
+
+// What this rank says to the root first: a HELLO, or the same fields in a REFUSE.
+wire::Hello hello_of(const bootstrap::IdFields& f, int rank, int world, Deadline join_deadline, std::string blob) {
+  wire::Hello h;
+  h.token = f.token;
+  h.rank = rank;
+  h.world = world;
+  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
+  h.pid = static_cast<uint32_t>(::getpid());
+  h.host = local_hostname();
+  h.blob = std::move(blob);
+  return h;
+}
+
+}  // namespace
+
+void Bootstrap::check_join(const UniqueId& id, int rank, int world) { checked_fields(id, rank, world); }
+
+void Bootstrap::refuse(const UniqueId& id, int rank, int world, const std::string& reason,
+                       Deadline join_deadline) noexcept {
+  try {
+    const bootstrap::IdFields f = bootstrap::read_id(id);
+    if (f.version != wire::kProtocolVersion) return;  // a root of another version would not read it
+    // A from_address root may not be up yet: retry for as long as the refusal may take.
+    const Deadline by = Deadline::after(kRefuseTimeout);
+    net::Fd fd = net::connect_with_retry(f.root, by, nullptr, rank);
+    wire::Refuse r{hello_of(f, rank, world, join_deadline, ""), reason};
+    if (wire::send_message(fd.get(), r, by).status != IoStatus::Ok) return;
+    // The root answers with the group's failure and closes: this end waits for that, so the
+    // refusal is read before the connection goes (a close with the answer unread resets it).
+    (void)wire::recv_message(fd.get(), by);
+    LOG_DEBUG("actorcc rank " << rank << ": told the root at " << f.root.to_string() << " that it will not join: "
+                              << reason);
+  } catch (const std::exception& e) {
+    LOG_DEBUG("actorcc rank " << rank << ": could not tell the root that it will not join: " << e.what());
+  }
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
+                                           Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
+  const bootstrap::IdFields f = checked_fields(id, rank, world);
   if (!abort) abort = std::make_shared<AbortSignal>(rank);
   if (abort->self_rank() < 0) abort->set_self_rank(rank);
 
@@ -98,14 +150,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                       -1, rank);
   }
 
-  wire::Hello h;
-  h.token = f.token;
-  h.rank = rank;
-  h.world = world;
-  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
-  h.pid = static_cast<uint32_t>(::getpid());
-  h.host = local_hostname();
-  h.blob = self_blob;
+  const wire::Hello h = hello_of(f, rank, world, join_deadline, self_blob);
 
   auto root_lost = [&](const std::string& detail) {
     abort->raise(root_rank, ErrorCode::Remote,

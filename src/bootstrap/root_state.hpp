@@ -179,6 +179,8 @@ struct RootServer::Impl {
   // ---- admission (root_admission.cpp) ----
   void fail_group(const wire::Message& m);
   void on_hello(Conn& c, const wire::Hello& h);
+  // A joiner's refusal (wire::Refuse): the group fails at once, naming the joiner and why.
+  void on_refuse(Conn& c, const wire::Refuse& r);
   // Decides a world-size dispute when the claims allow it (or `expired`): the ranks in the
   // minority are at fault, and the group fails naming them.
   void settle_world(bool expired);

@@ -34,6 +34,7 @@ std::vector<Message> samples() {
       Status{99},
       StatusReply{99, {1, 3}, "ranks 1, 3 of 4 have not arrived"},
       PeerLeft{3, 41},
+      Refuse{h, "unknown backend 'cpuu'"},
   };
 }
 
@@ -54,7 +55,7 @@ void put_u32(std::string& s, size_t at, uint32_t v) {
 
 TEST(Wire, EveryMessageTypeRoundTrips) {
   auto all = samples();
-  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::PeerLeft));  // one sample per type
+  ASSERT_EQ(all.size(), static_cast<size_t>(MsgType::Refuse));  // one sample per type
   for (const auto& m : all) {
     std::string f = encode(m);
     Message back = decode_frame(f);
@@ -122,7 +123,7 @@ TEST(Wire, BadMagicVersionTypeAndLengthAreRejected) {
   bad[4] = 7;  // frame version 7
   expect_wire_error(bad, "version");
 
-  for (uint16_t t : {0, 13, 99, 0xffff}) {
+  for (uint16_t t : {0, 14, 99, 0xffff}) {
     bad = f;
     bad[6] = static_cast<char>(t & 0xff);
     bad[7] = static_cast<char>(t >> 8);

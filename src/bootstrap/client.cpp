@@ -43,15 +43,24 @@ std::string local_hostname() {
 }
 
 // The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
-// hosting its root, so losing the root names that process loudly.
-std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
+// hosting its root, so losing the root names that process loudly. A formed group is over, not
+// its survivors: they can go on in a shrunk group, whose root is one of theirs (docs/elastic.md),
+// so the text says how. One still forming has no successors yet: it needs a new id.
+std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail, bool formed) {
+  const std::string next =
+      !formed ? " while the group formed, so it cannot form: every rank needs a new id"
+      : root_rank >= 0
+          ? ". This group's calls fail from now on; the other ranks can go on without rank " +
+                std::to_string(root_rank) + " in a shrunk group: comm.shrink(exclude=[" + std::to_string(root_rank) +
+                "]) on each of them"
+          : ". This group's calls fail from now on; its ranks can go on in a shrunk group, whose root one of them "
+            "hosts: comm.shrink(exclude=[]) on each of them";
   if (root_rank >= 0)
     return "rank " + std::to_string(root_rank) + " (which hosts the group's root) died or closed: lost the " +
            "connection to the actorcc root at " + where + ", hosted by rank " + std::to_string(root_rank) + " (" +
-           detail + "), and a group cannot outlive the process hosting its root";
+           detail + ")" + next;
   return "lost the connection to the actorcc root at " + where +
-         ", hosted by the process that called UniqueId.create() (" + detail +
-         "): that process died or closed, and a group cannot outlive the process hosting its root";
+         ", hosted by the process that called UniqueId.create() (" + detail + "): that process died or closed" + next;
 }
 
 // The id's fields, once join()'s checks pass: a corrupt id names what is wrong with it.
@@ -154,7 +163,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
 
   auto root_lost = [&](const std::string& detail) {
     abort->raise(root_rank, ErrorCode::Remote,
-                 root_lost_text(where, root_rank, detail) + " (while joining)");
+                 root_lost_text(where, root_rank, detail, false));
     abort->rethrow();
   };
   auto no_answer = [&]() {
@@ -311,7 +320,7 @@ void BootstrapClient::read_loop() {
     if (in.io.status != IoStatus::Ok) {
       if (!closing_.load(std::memory_order_acquire))
         abort_->raise(root_rank_, ErrorCode::Remote,
-                      root_lost_text(root_addr_, root_rank_, in.io.detail));
+                      root_lost_text(root_addr_, root_rank_, in.io.detail, true));
       return;
     }
     wire::Message& m = *in.msg;

@@ -200,12 +200,15 @@ def test_gpu_device_without_gpu_raises(device):
 
 
 def test_device_and_backend_checked():
-    uid = actorcc.UniqueId.create("127.0.0.1")
+    # A rank's own mistake ends its group (the others must not wait for it: test_join_refusal.py),
+    # so each attempt here gets a new id.
+    def uid():
+        return actorcc.UniqueId.create("127.0.0.1")
     with pytest.raises(actorcc.InvalidArgumentError, match="contradict"):
-        actorcc.Communicator(uid, 0, 1, device=0, backend="cpu")
+        actorcc.Communicator(uid(), 0, 1, device=0, backend="cpu")
     with pytest.raises(actorcc.InvalidArgumentError, match="device must be"):
-        actorcc.Communicator(uid, 0, 1, device="gpu0")
-    with actorcc.Communicator(uid, 0, 1, device="cpu", join_timeout=10) as c:
+        actorcc.Communicator(uid(), 0, 1, device="gpu0")
+    with actorcc.Communicator(uid(), 0, 1, device="cpu", join_timeout=10) as c:
         assert c.backend == "cpu"
 
 

@@ -208,9 +208,13 @@ class Communicator(CollectiveCalls):
       CUDA backend (raises UnsupportedError where no GPU is usable); 'cpu' selects the CPU
       backend; None = the current device with backend's choice.
     timeout: seconds (or timedelta) bounding every wait inside a call (default 300, or
-      ACTORCC_TIMEOUT_S). join_timeout: how long ranks may take to arrive (default 600, or
-      ACTORCC_JOIN_TIMEOUT_S). backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
-    The constructor blocks (without the GIL) until every rank has joined.
+      ACTORCC_TIMEOUT_S); it does not bound the join, even when smaller. join_timeout: how long
+      ranks may take to arrive (default 600, or ACTORCC_JOIN_TIMEOUT_S): it alone bounds the
+      join. backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
+    The constructor blocks (without the GIL) until every rank has joined. A mistake of this
+    rank's own (a bad argument, a rank out of range, a device it cannot use) is told to the
+    group's root before it is raised: every other rank's join fails at once naming this rank and
+    the mistake, and the id is spent (the others need a new one too).
     """
 
     def __init__(self, uid, rank, world_size, device=None, timeout=None, join_timeout=None, backend="auto",

@@ -47,27 +47,3 @@ def one_rank_errs_from_address(rank, world, port, mistake):
         time.sleep(3)
     return out
 
-
-def follow_root_loss_advice(rank, world, uid, root_pid):
-    """After the group formed, rank 0 kills the process hosting the root (as a driver's death);
-    every rank reads the error, then does what it says (comm.shrink(exclude=[])) and all-reduces
-    in the shrunk group. Returns (error text, the shrunk group's sum, its world size)."""
-    import os
-
-    import numpy as np
-    comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
-    text = ""
-    t0 = time.monotonic()
-    x = np.ones(16, np.float32)
-    try:
-        comm.host_barrier()  # rank 0 may kill the root before the others are out of it
-        if rank == 0:
-            os.kill(root_pid, 9)
-        while time.monotonic() - t0 < 20:
-            comm.all_reduce(x)
-    except actorcc.RemoteError as e:
-        text = str(e)
-    with comm.shrink([], join_timeout=20) as new:
-        y = np.full(16, rank + 1, np.float32)
-        new.all_reduce(y)
-        return text, float(y[0]), new.world_size

@@ -1,36 +1,11 @@
-"""Issue 47 point 8: messages that misled. A lost root said "a group cannot outlive the process
-hosting its root", though the survivors can shrink to a group of their own at once; a loopback
-from_address warned on every rank, the doctor's included, about a secret that loopback does not
-need."""
+"""Issue 47 point 8: messages that misled. A loopback from_address warned on every rank, the
+doctor's included, about a secret that loopback does not need. (A lost root's advice to shrink:
+test_multiprocess.py, test_group_fails_when_the_root_process_dies.)"""
 import os
 import subprocess
 import sys
 
-import refuse_workers as W
-from mp_helpers import run_ranks, values
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def test_a_lost_root_says_how_the_survivors_go_on_and_that_works():
-    import multiprocessing as mp
-
-    import workers
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    root = ctx.Process(target=workers.host_root, args=(child,), daemon=True)
-    root.start()
-    try:
-        uid = parent.recv()
-        res = values(run_ranks(3, W.follow_root_loss_advice, uid, root.pid, timeout=90))
-    finally:
-        root.kill()
-        root.join(5)
-    for r, (text, total, world) in enumerate(res):
-        assert "lost the connection to the actorcc root" in text, (r, text)
-        assert "cannot outlive" not in text, (r, text)
-        assert "comm.shrink(exclude=[]) on each of them" in text, (r, text)
-        assert (total, world) == (6.0, 3), (r, total, world)
 
 
 _TWO_LOOPBACK_GROUPS = r"""

@@ -43,6 +43,15 @@ class Communicator {
   // vLLM-style: rank 0 hosts the root on host:port; the others connect to it.
   static std::unique_ptr<Communicator> from_address(const std::string& host, uint16_t port, int rank,
                                                     int world_size, const Options& options = {});
+  // Tells the group of `id` that this process will not join it as `rank` of `world_size`, and
+  // why (`reason`: a mistake found before joining, such as a bad option, a rank out of range or
+  // no usable device), so that every rank's join fails at once with an error naming it, and so
+  // does a rank that comes later (until `join_timeout`), instead of waiting out the join timeout.
+  // Best effort, within a few seconds, silent where the group's root cannot be reached. The
+  // constructor does this for every error it finds before joining; a front end that checks its
+  // own arguments first (the Python layer) calls it for those.
+  static void refuse_join(const UniqueId& id, int rank, int world_size, const std::string& reason,
+                          std::chrono::milliseconds join_timeout = Options{}.join_timeout) noexcept;
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -32,6 +32,9 @@ struct UniqueId {
   // Printable form (hex, 256 chars) and its inverse; parse() throws InvalidArgument.
   std::string to_string() const;
   static UniqueId parse(const std::string& text);
+  // The id whose bytes are data[0, n): throws InvalidArgument saying what is wrong where they
+  // are not a whole id (the length, a corrupt field), as parse() does for the printable form.
+  static UniqueId from_bytes(const void* data, size_t n);
 
   bool operator==(const UniqueId&) const = default;
 };

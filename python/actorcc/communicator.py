@@ -15,17 +15,21 @@ from __future__ import annotations
 import atexit
 import datetime
 import functools
+import re
 import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _tensors as T
-from ._actorcc import RemoteError, UniqueId, UnsupportedError, _Communicator
+from ._actorcc import Error, RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
 from .collectives import CollectiveCalls, P2POp  # noqa: F401
 
 __all__ = ["Communicator", "Work", "P2POp"]
+
+# "actorcc invalid argument error: rank 2: " before an error's own text.
+_ERROR_HEAD = re.compile(r"^actorcc [a-z ]+ error: (rank -?\d+: )?")
 
 # Errors the group reports about other ranks (see Communicator.__exit__).
 _GROUP_ERRORS = (RemoteError, _TimeoutError)
@@ -131,10 +135,16 @@ def _backend_of(device, backend):
     raise T.invalid(f"device={device!r} and backend={backend!r} contradict each other")
 
 
-def _open(make, device, backend):
+def _open(make, device, backend, refuse=None):
     """make(ordinal, backend) -> _Communicator; the error of a GPU device on a machine without
-    one names the device the caller gave."""
-    dev, be = _backend_of(device, backend)
+    one names the device the caller gave. refuse(error): tells the group that a mistake found
+    here keeps this rank from joining (the C++ side does so for its own)."""
+    try:
+        dev, be = _backend_of(device, backend)
+    except Error as e:
+        if refuse is not None:
+            refuse(e)
+        raise
     try:
         return make(dev, be)
     except UnsupportedError as e:
@@ -212,19 +222,32 @@ class Communicator(CollectiveCalls):
       CUDA backend (raises UnsupportedError where no GPU is usable); 'cpu' selects the CPU
       backend; None = the current device with backend's choice.
     timeout: seconds (or timedelta) bounding every wait inside a call (default 300, or
-      ACTORCC_TIMEOUT_S). join_timeout: how long ranks may take to arrive (default 600, or
-      ACTORCC_JOIN_TIMEOUT_S). backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
-    The constructor blocks (without the GIL) until every rank has joined.
+      ACTORCC_TIMEOUT_S); it does not bound the join, even when smaller. join_timeout: how long
+      ranks may take to arrive (default 600, or ACTORCC_JOIN_TIMEOUT_S): it alone bounds the
+      join. backend: 'auto' (CUDA when every rank has a GPU), 'cuda', 'cpu'.
+    The constructor blocks (without the GIL) until every rank has joined. A mistake of this
+    rank's own (a bad argument, a rank out of range, a device it cannot use) is told to the
+    group's root before it is raised: every other rank's join fails at once naming this rank and
+    the mistake, and the id is spent (the others need a new one too).
     """
 
     def __init__(self, uid, rank, world_size, device=None, timeout=None, join_timeout=None, backend="auto",
                  *, algo="", checked=False, workspace_bytes=0):
         if isinstance(uid, str):
             uid = UniqueId.parse(uid)
+        rank, world_size = int(rank), int(world_size)
+
+        def refuse(e):  # the others learn at once why this rank will not join
+            _Communicator.refuse_join(uid, rank, world_size, _ERROR_HEAD.sub("", str(e), count=1))
+
+        try:
+            secs, join_secs = _seconds(timeout, "timeout"), _seconds(join_timeout, "join_timeout")
+        except Error as e:
+            refuse(e)
+            raise
         c = _open(lambda dev, be: _Communicator(
-            uid, int(rank), int(world_size), backend=be, device=dev, timeout=_seconds(timeout, "timeout"),
-            join_timeout=_seconds(join_timeout, "join_timeout"), algo=algo, checked=checked,
-            workspace_bytes=workspace_bytes), device, backend)
+            uid, rank, world_size, backend=be, device=dev, timeout=secs, join_timeout=join_secs, algo=algo,
+            checked=checked, workspace_bytes=workspace_bytes), device, backend, refuse)
         self._setup(c)
 
     @classmethod

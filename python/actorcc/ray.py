@@ -216,10 +216,10 @@ def _await_joins(actors, refs, what, join_timeout, grace, leave, started=None):
             until_notice = started + NOTICE_AFTER_S - time.monotonic()
             if until_notice <= 0:
                 noticed = True
+                waiting = sorted(index[ref] for ref in pending)
                 _say(f"{what}: waiting for {len(pending)} of {world} actor(s) to join "
-                     f"({time.monotonic() - started:.1f} s so far): Ray is still starting their worker processes, "
-                     "each importing ray and actorcc; that start, not the join, is the cost (seconds, more on a "
-                     f"busy machine; bounded by join_timeout={join_timeout:g} s)")
+                     f"({time.monotonic() - started:.1f} s so far; bounded by join_timeout={join_timeout:g} s):"
+                     + "".join(f"\n  rank {r} {_actor_name(actors[r])}: {_whereabouts(actors[r])}" for r in waiting))
             else:
                 left = min(left, until_notice)
         ready, pending = ray.wait(pending, num_returns=1, timeout=left)
@@ -263,6 +263,30 @@ def _await_joins(actors, refs, what, join_timeout, grace, leave, started=None):
     if others:
         msg += "\nreported by the others:\n" + "\n".join(others)
     raise GroupJoinError(msg, missing, reports)
+
+
+def _whereabouts(actor):
+    """What an actor whose join has not returned is doing, as far as Ray's actor table (GCS, no
+    dashboard needed) tells: not started yet, in its constructor, or running (its join queued
+    behind its earlier calls, or under way)."""
+    try:
+        from ray._private import state
+        info = state.actors(actor._actor_id.hex()) or {}
+    except Exception:  # noqa: BLE001 - another Ray: say what is certain
+        info = {}
+    st, pid = info.get("State"), info.get("Pid") or 0
+    if st == "ALIVE":
+        return (f"running (pid {pid}, its constructor done): the join call is queued behind the actor's earlier "
+                "calls, or under way (importing what it needs, or waiting for the others)")
+    if st in ("PENDING_CREATION", "DEPENDENCIES_UNREADY") and pid:
+        return f"its process (pid {pid}) is still in the actor's constructor (__init__); the join comes after it"
+    if st in ("PENDING_CREATION", "DEPENDENCIES_UNREADY"):
+        return "Ray has not started its worker process yet (resources, or the worker's start and imports)"
+    if st == "RESTARTING":
+        return "Ray is restarting it"
+    if st == "DEAD":
+        return "dead (Ray's error for its call follows)"
+    return "Ray does not say where it is" + (f" (state {st})" if st else "")
 
 
 def _named_ranks(msg):

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import math
 import os
 import sys
 import threading
@@ -216,16 +217,39 @@ class ActorccProcessGroup(dist.ProcessGroup):
             return comm
         with self._lock:
             if kind not in self._comms:
+                # The group's timeout bounds the whole formation, as NCCL's does its lazy init: the
+                # wait for rank 0's id and the join together (a store of its own may have another
+                # timeout, 5 minutes by default for a TCPStore).
+                deadline = time.monotonic() + self._timeout if self._timeout else math.inf
                 key = f"{_STORE_KEY}/{kind}"
                 if self._rank_ == 0:  # this process hosts the root: its loss is rank 0's death
                     uid = UniqueId.create("", creator_is_rank0=True)
                     self._store.set(key, str(uid))
                 else:
-                    uid = self._store.get(key).decode()
+                    uid = self._uid_of_rank0(key, kind, deadline)
                 device = t.device.index if kind == "cuda" else "cpu"
+                left = max(deadline - time.monotonic(), 0.001)
                 self._comms[kind] = Communicator(uid, self._rank_, self._size_, device=device,
-                                                 timeout=self._timeout or None, join_timeout=self._timeout or None)
+                                                 timeout=self._timeout or None,
+                                                 join_timeout=None if math.isinf(left) else left)
             return self._comms[kind]
+
+    def _uid_of_rank0(self, key, kind, deadline):
+        """The UniqueId rank 0 publishes in the store on its first call with `kind` tensors,
+        waited for until `deadline` (a TimeoutError naming rank 0 after it)."""
+        left = deadline - time.monotonic()
+        if not math.isinf(left):
+            try:
+                self._store.wait([key], datetime.timedelta(seconds=max(left, 0.001)))
+            except Exception as cause:  # noqa: BLE001 - torch's store raises its own types on a timeout
+                from ._actorcc import TimeoutError as _Timeout
+                e = _Timeout(f"actorcc torch backend: rank {self._rank_}: rank 0 did not create the group's {kind} "
+                             f"communicator within the group's timeout of {self._timeout:g} s (rank 0 creates it on "
+                             f"its first call with {kind} tensors; its store said: {cause})")
+                e.rank = e.observer_rank = self._rank_
+                e.culprit = 0
+                raise e from None
+        return self._store.get(key).decode()
 
     def _routes_cpu(self):
         """Whether CPU tensors may go to another backend (cpu:gloo,cuda:actorcc); asked once."""
@@ -642,27 +666,28 @@ def _create(store, rank, size, timeout):
     # drops once this returns; a rank that dropped it while another was still connecting broke
     # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
     # rank leaves only once all have got here, through the group's store. Each rank leaves its
-    # world size under its own key, so a rank that waits can say who is missing (every few
-    # seconds, and in the error at the timeout) and whose world size differs (at once).
+    # world size under its own key and counts itself under its size too, so a rank that waits can
+    # say who is missing (every few seconds, and in the error at the timeout), and every rank
+    # sees at once that a rank of another size has arrived (the group count passes its own
+    # size's): the mistake of one rank fails them all, naming it, not only itself.
     secs = _timeout_of(timeout)
     store.set(f"actorcc_created/{rank}", str(size))
+    store.add(f"actorcc_created_as/{size}", 1)  # before the group count: see _sizes_differ
     store.add("actorcc_created", 1)
     t0 = time.monotonic()
     next_note = t0 + 5
-    while int(store.add("actorcc_created", 0)) < size:
+    while True:
+        arrived = int(store.add("actorcc_created", 0))
+        if _sizes_differ(store, size, arrived):
+            raise _world_mismatch(store, rank, size)
+        if arrived >= size:
+            break
         now = time.monotonic()
         if now > next_note or now - t0 > secs:
             keys = [f"actorcc_created/{r}" for r in range(size)]
             missing = [r for r, k in enumerate(keys) if not store.check([k])]
-            sizes = {r: int(store.get(k)) for r, k in enumerate(keys) if r not in missing}
-            other = {r: n for r, n in sizes.items() if n != size}
-            if other:
-                e = InvalidArgumentError(
-                    f"actorcc torch backend: rank {rank}: the ranks disagree on the world size: this rank has "
-                    f"{size}, " + ", ".join(f"rank {r} has {n}" for r, n in sorted(other.items())))
-                e.rank = e.observer_rank = rank
-                e.culprit = min(other)
-                raise e
+            if any(int(store.get(k)) != size for r, k in enumerate(keys) if r not in missing):
+                raise _world_mismatch(store, rank, size)
             text = (f"rank(s) {', '.join(map(str, missing)) or '?'} of {size} have not created the group "
                     f"({size - len(missing)} have)")
             if now - t0 > secs:
@@ -678,6 +703,61 @@ def _create(store, rank, size, timeout):
             next_note = now + 10
         time.sleep(0.005)
     return ActorccProcessGroup(store, rank, size, timeout)
+
+
+def _sizes_differ(store, size, arrived):
+    """Whether a rank of another world size is among the `arrived` ones: each rank counts itself
+    under its size before the group count, so every counted rank of this size is counted there."""
+    return arrived > int(store.add(f"actorcc_created_as/{size}", 0))
+
+
+def _world_mismatch(store, rank, size):
+    """The InvalidArgumentError of ranks that disagree on the world size, the same verdict on every
+    rank: the culprits are the ranks whose size differs from the most ranks' (on a tie, from this
+    rank's). The smallest size given is as many ranks as surely exist, so their sizes are awaited
+    (briefly) before the verdict: the rank at fault may be the first to see the disagreement."""
+    sizes = {rank: size}
+    give_up = time.monotonic() + 2
+    try:
+        while True:
+            want = min(sizes.values())
+            for r in range(want):
+                k = f"actorcc_created/{r}"
+                if r not in sizes and store.check([k]):
+                    sizes[r] = int(store.get(k))
+            if all(r in sizes for r in range(min(sizes.values()))) or time.monotonic() > give_up:
+                break
+            time.sleep(0.005)
+    except Exception:  # noqa: BLE001 - the store's host may be gone already: judge by what was read
+        pass
+    counts = {}
+    for n in sizes.values():
+        counts[n] = counts.get(n, 0) + 1
+    common = max(counts, key=lambda n: (counts[n], n == size))
+    culprits = sorted(r for r, n in sizes.items() if n != common)
+    e = InvalidArgumentError(
+        f"actorcc torch backend: rank {rank}: the ranks disagree on the world size: this rank has {size}, "
+        + ", ".join(f"rank {r} has {n}" for r, n in sorted(sizes.items()) if r != rank and n != size)
+        + f"; the most ranks have {common}, so the one(s) at fault: {', '.join(map(str, culprits))}")
+    e.rank = e.observer_rank = rank
+    e.culprit = culprits[0] if culprits else -1
+    _wait_for_verdicts(store, rank)
+    return e
+
+
+def _wait_for_verdicts(store, rank):
+    """Each rank counts its verdict; rank 0 waits (briefly) for those of every rank that has
+    arrived before it raises: a store that rank 0's process hosts ends with the failed init, and
+    a rank still reading the others' sizes would then get torch's network error instead."""
+    try:
+        store.add("actorcc_created_verdicts", 1)
+        give_up = time.monotonic() + 2
+        while rank == 0 and time.monotonic() < give_up:
+            if int(store.add("actorcc_created_verdicts", 0)) >= int(store.add("actorcc_created", 0)):
+                return
+            time.sleep(0.005)
+    except Exception:  # noqa: BLE001 - best effort: the verdict stands either way
+        pass
 
 
 def register():

@@ -73,7 +73,14 @@ void bind_communicator(nb::module_& m) {
           "__init__",
           [](PyComm* self, const UniqueId& id, int rank, int world_size, const std::string& backend, int device,
              nb::handle timeout, nb::handle join_timeout, const std::string& algo, bool checked, size_t workspace_bytes) {
-            Options o = make_options(backend, device, timeout, join_timeout, algo, checked, workspace_bytes);
+            Options o;
+            try {
+              o = make_options(backend, device, timeout, join_timeout, algo, checked, workspace_bytes);
+            } catch (const Error& e) {  // a bad option: the group learns it, as the constructor's own
+              nb::gil_scoped_release nogil;
+              Communicator::refuse_join(id, rank, world_size, e.message());
+              throw;
+            }
             std::unique_ptr<Communicator> c;
             interruptible([&] {  // joining waits for every rank (bounded by join_timeout)
               Interruptible ctrl_c([] { interrupt_constructions(kInterruptReason); });
@@ -101,6 +108,18 @@ void bind_communicator(nb::module_& m) {
           nb::arg("device") = -1, nb::arg("timeout").none() = nb::none(), nb::arg("join_timeout").none() = nb::none(),
           nb::arg("algo") = "", nb::arg("checked") = false, nb::arg("workspace_bytes") = 0,
           nb::rv_policy::take_ownership)
+      .def_static(
+          "refuse_join",
+          [](const UniqueId& id, int rank, int world_size, const std::string& reason, nb::handle join_timeout) {
+            Options o;
+            if (!join_timeout.is_none()) o.join_timeout = timeout_from_seconds(nb::cast<double>(join_timeout), "join_timeout");
+            nb::gil_scoped_release nogil;  // connects to the root: up to a few seconds
+            Communicator::refuse_join(id, rank, world_size, reason, o.join_timeout);
+          },
+          nb::arg("uid"), nb::arg("rank"), nb::arg("world_size"), nb::arg("reason"),
+          nb::arg("join_timeout").none() = nb::none(),
+          "Tells the group of `uid` that this process will not join it (a mistake the caller found "
+          "before constructing), so every rank fails at once naming it (Communicator::refuse_join).")
       .def_prop_ro("rank", [](PyComm& p) { return p.rank; })
       .def_prop_ro("world_size", [](PyComm& p) { return p.world; })
       .def_prop_ro("device", [](PyComm& p) { return p.device; })

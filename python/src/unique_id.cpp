@@ -75,9 +75,7 @@ void bind_unique_id(nb::module_& m) {
             if (b.size() != UniqueId::kBytes)
               throw_invalid("UniqueId.from_bytes: expected " + std::to_string(UniqueId::kBytes) + " bytes, got " +
                             std::to_string(b.size()));
-            UniqueId id;
-            std::memcpy(id.bytes.data(), b.c_str(), UniqueId::kBytes);
-            return id;
+            return UniqueId::from_bytes(b.c_str(), b.size());  // a corrupt id raises here, naming what is wrong
           },
           nb::arg("data"))
       .def("to_bytes",

@@ -25,6 +25,17 @@ class Bootstrap {
                                          Deadline join_deadline, std::shared_ptr<AbortSignal> abort);
   virtual ~Bootstrap() = default;  // says goodbye to the root (a clean leave is not a failure)
 
+  // The checks join() makes before it connects (the id's fields and version, rank and world),
+  // for a caller that validates everything locally first: throws InvalidArgument naming what is
+  // wrong, a corrupt id included.
+  static void check_join(const UniqueId& id, int rank, int world);
+  // Tells the root of `id` that this process will not join as `rank` of `world` (a mistake it
+  // found itself: `reason`), so the ranks waiting fail at once naming it, and so do ranks that
+  // come later, until `join_deadline`. Best effort, bounded by a few seconds; silent where the
+  // id is unreadable or its root cannot be reached.
+  static void refuse(const UniqueId& id, int rank, int world, const std::string& reason,
+                     Deadline join_deadline) noexcept;
+
   virtual int rank() const = 0;
   virtual int world() const = 0;
   // Every rank's self_blob from join(), indexed by rank.

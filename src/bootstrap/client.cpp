@@ -35,24 +35,42 @@ constexpr milliseconds kRefusedGrace(2000);
 constexpr milliseconds kByeTimeout(500);
 constexpr milliseconds kAbortSendTimeout(1000);
 constexpr milliseconds kStatusTimeout(1000);
+// How long a refusal to join (Bootstrap::refuse) may take in all: the caller raises its own
+// error right after, so this is the delay a mistake adds on the rank that made it.
+constexpr milliseconds kRefuseTimeout(3000);
 
 // The root-lifetime contract (docs/reliability.md): the group lives only as long as the process
-// hosting its root, so losing the root names that process loudly.
-std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail) {
+// hosting its root, so losing the root names that process loudly. A formed group is over, not
+// its survivors: they can go on in a shrunk group, whose root is one of theirs (docs/elastic.md),
+// so the text says how. One still forming has no successors yet: it needs a new id.
+std::string root_lost_text(const std::string& where, int root_rank, const std::string& detail, bool formed) {
+  const std::string next =
+      !formed ? " while the group formed, so it cannot form: every rank needs a new id"
+      : root_rank >= 0
+          ? ". This group's calls fail from now on; the other ranks can go on without rank " +
+                std::to_string(root_rank) + " in a shrunk group: comm.shrink(exclude=[" + std::to_string(root_rank) +
+                "]) on each of them"
+          : ". This group's calls fail from now on; its ranks can go on in a shrunk group, whose root one of them "
+            "hosts: comm.shrink(exclude=[]) on each of them";
   if (root_rank >= 0)
     return "rank " + std::to_string(root_rank) + " (which hosts the group's root) died or closed: lost the " +
            "connection to the actorcc root at " + where + ", hosted by rank " + std::to_string(root_rank) + " (" +
-           detail + "), and a group cannot outlive the process hosting its root";
+           detail + ")" + next;
   return "lost the connection to the actorcc root at " + where +
-         ", hosted by the process that called UniqueId.create() (" + detail +
-         "): that process died or closed, and a group cannot outlive the process hosting its root";
+         ", hosted by the process that called UniqueId.create() (" + detail + "): that process died or closed" + next;
 }
 
-}  // namespace
-
-std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
-                                           Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
-  bootstrap::IdFields f = bootstrap::read_id(id);
+// The id's fields, once join()'s checks pass: a corrupt id names what is wrong with it.
+bootstrap::IdFields checked_fields(const UniqueId& id, int rank, int world) {
+  bootstrap::IdFields f;
+  try {
+    f = bootstrap::read_id(id);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("this rank's UniqueId cannot be used: " + e.message() +
+                              " (an id is the 128 bytes UniqueId.create() made, passed on whole: str() and "
+                              "UniqueId.parse(), pickling, or to_bytes() and from_bytes())",
+                          rank);
+  }
   if (f.version != wire::kProtocolVersion)
     throw InvalidArgument("the UniqueId was made by bootstrap protocol version " +
                               std::to_string(f.version) + ", this build speaks " +
@@ -66,6 +84,57 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
     throw InvalidArgument("the address was set up for world size " + std::to_string(f.world) +
                               ", not " + std::to_string(world),
                           rank);
+  return f;
+}
+
+// What this rank says to the root first: a HELLO, or the same fields in a REFUSE, signed for the
+// root's challenge on this connection (bootstrap/hello_auth.hpp).
+wire::Hello hello_of(const bootstrap::IdFields& f, int rank, int world, Deadline join_deadline, std::string blob,
+                     const wire::Token& nonce) {
+  const bootstrap::RunId run = bootstrap::launcher_run_id();
+  wire::Hello h;
+  h.rank = rank;
+  h.world = world;
+  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
+  h.pid = static_cast<uint32_t>(::getpid());
+  h.host = net::host_name();
+  h.run_id = run.value;
+  h.run_id_from = run.source;
+  h.blob = std::move(blob);
+  bootstrap::sign_hello(h, f.token, nonce);
+  return h;
+}
+
+}  // namespace
+
+void Bootstrap::check_join(const UniqueId& id, int rank, int world) { checked_fields(id, rank, world); }
+
+void Bootstrap::refuse(const UniqueId& id, int rank, int world, const std::string& reason,
+                       Deadline join_deadline) noexcept {
+  try {
+    const bootstrap::IdFields f = bootstrap::read_id(id);
+    if (f.version != wire::kProtocolVersion) return;  // a root of another version would not read it
+    // A from_address root may not be up yet: retry for as long as the refusal may take.
+    const Deadline by = Deadline::after(kRefuseTimeout);
+    std::optional<bootstrap::Greeting> greeted =
+        bootstrap::greet(f.root, bootstrap::GreetingRules{by, by, f.rank0_hosts, std::nullopt, {}}, nullptr, rank);
+    if (!greeted) return;
+    net::Fd fd = std::move(greeted->fd);
+    wire::Refuse r{hello_of(f, rank, world, join_deadline, "", greeted->nonce), reason};
+    if (wire::send_message(fd.get(), r, by).status != IoStatus::Ok) return;
+    // The root answers with the group's failure and closes: this end waits for that, so the
+    // refusal is read before the connection goes (a close with the answer unread resets it).
+    (void)wire::recv_message(fd.get(), by);
+    LOG_DEBUG("actorcc rank " << rank << ": told the root at " << f.root.to_string() << " that it will not join: "
+                              << reason);
+  } catch (const std::exception& e) {
+    LOG_DEBUG("actorcc rank " << rank << ": could not tell the root that it will not join: " << e.what());
+  }
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int world, const std::string& self_blob,
+                                           Deadline join_deadline, std::shared_ptr<AbortSignal> abort) {
+  const bootstrap::IdFields f = checked_fields(id, rank, world);
   if (!abort) abort = std::make_shared<AbortSignal>(rank);
   if (abort->self_rank() < 0) abort->set_self_rank(rank);
 
@@ -105,21 +174,10 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   if (!greeted) no_answer();
   net::Fd fd = std::move(greeted->fd);
 
-  const bootstrap::RunId run = bootstrap::launcher_run_id();
-  wire::Hello h;
-  h.rank = rank;
-  h.world = world;
-  h.join_timeout_ms = static_cast<uint64_t>(std::max<int64_t>(1, join_deadline.remaining().count()));
-  h.pid = static_cast<uint32_t>(::getpid());
-  h.host = net::host_name();
-  h.run_id = run.value;
-  h.run_id_from = run.source;
-  h.blob = self_blob;
-  bootstrap::sign_hello(h, f.token, greeted->nonce);
+  const wire::Hello h = hello_of(f, rank, world, join_deadline, self_blob, greeted->nonce);
 
   auto root_lost = [&](const std::string& detail) {
-    abort->raise(root_rank, ErrorCode::Remote,
-                 root_lost_text(where, root_rank, detail) + " (while joining)");
+    abort->raise(root_rank, ErrorCode::Remote, root_lost_text(where, root_rank, detail, false));
     abort->rethrow();
   };
 
@@ -273,7 +331,7 @@ void BootstrapClient::read_loop() {
       if (!closing_.load(std::memory_order_acquire)) {
         const int host = root_rank_.load(std::memory_order_relaxed);
         // A root host's death is a rank's loss like another's (a shrink excludes it).
-        abort_->raise_lost(host, root_lost_text(root_addr_, host, in.io.detail));
+        abort_->raise_lost(host, root_lost_text(root_addr_, host, in.io.detail, true));
       }
       return;
     }

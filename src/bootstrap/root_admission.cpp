@@ -174,6 +174,49 @@ void RootServer::Impl::on_second_root(Conn& c, const wire::Hello& h) {
   fail_group(wire::PeerLost{0, why});
 }
 
+void RootServer::Impl::on_refuse(Conn& c, const wire::Refuse& r) {
+  const wire::Hello& h = r.hello;
+  if (c.rank >= 0) {
+    mark_broken(c, "sent a REFUSE after its HELLO");
+    return;
+  }
+  // Authenticated as a HELLO is: signed for this connection's challenge.
+  if (!hello_verifies(h, token, c.nonce)) {
+    gate.log("ignored a refusal to join from " + c.peer + ": wrong token");
+    close_after(c, wire::Reject{"wrong token: this UniqueId does not belong to the group served by the root at " +
+                                where});
+    return;
+  }
+  // The group's size as the root knows it (-1: nobody has fixed it yet). A claim it cannot hold
+  // (a rank out of range, another world size, a rank already taken) names the joiner by what it
+  // claimed, and blames no rank of the group.
+  const int group_world = world >= 0 ? world : expected_world > 0 ? expected_world : -1;
+  const int size = group_world >= 0 ? group_world : h.world;
+  const bool holds = h.rank >= 0 && h.rank < size && h.world == size &&
+                     (world < 0 || joined_from[h.rank].empty());
+  const std::string from = "(host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
+                           std::to_string(h.pid) + " at " + c.peer + ")";
+  const std::string msg = (holds ? "rank " + std::to_string(h.rank) + " " + from
+                                 : "a joiner claiming rank " + std::to_string(h.rank) + " of world " +
+                                       std::to_string(h.world) + " " + from) +
+                          " refused to join: " + r.reason;
+  if (welcomed || failure) {  // the group formed without it, or already failed: nothing to add
+    LOG_WARN("actorcc root " << where << ": " << msg << " (the group " << (welcomed ? "formed" : "failed")
+                             << " already)");
+    close_after(c, failure ? *failure : wire::Message(wire::Reject{"the group at " + where + " formed already"}));
+    return;
+  }
+  LOG_WARN("actorcc root " << where << ": " << msg);
+  // Ranks that come later learn it too, until the refuser's own join deadline.
+  if (!join_deadline) {
+    join_deadline = saturating_after(Clock::now(), h.join_timeout_ms);
+    join_timeout_ms = h.join_timeout_ms;
+  }
+  wire::PeerLost m{holds ? h.rank : -1, msg};
+  fail_group(m);
+  close_after(c, m);  // the answer: the refusal is in (the joiner waits for it before closing)
+}
+
 }  // namespace actorcc::bootstrap
 
 namespace actorcc::bootstrap {

@@ -218,7 +218,7 @@ void RootServer::Impl::log_losses(bool ending) {
 
 void RootServer::Impl::dispatch(Conn& c, wire::Message&& m) {
   if (c.state != Conn::State::Open) return;  // rejected/closing: ignore what it still sends
-  if (c.rank < 0 && !std::holds_alternative<wire::Hello>(m)) {
+  if (c.rank < 0 && !std::holds_alternative<wire::Hello>(m) && !std::holds_alternative<wire::Refuse>(m)) {
     mark_broken(c, std::string("sent ") + wire::to_string(wire::type_of(m)) + " before HELLO");
     return;
   }
@@ -226,6 +226,10 @@ void RootServer::Impl::dispatch(Conn& c, wire::Message&& m) {
       [&](auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, wire::Hello>) on_hello(c, x);
+        else if constexpr (std::is_same_v<T, wire::Refuse>) {
+          if (c.rank < 0) on_refuse(c, x);
+          else mark_broken(c, "sent REFUSE after joining");
+        }
         else if constexpr (std::is_same_v<T, wire::Allgather>) on_allgather(c, x);
         else if constexpr (std::is_same_v<T, wire::Status>) on_status(c, x);
         else if constexpr (std::is_same_v<T, wire::Abort>) on_abort(c, x);

@@ -199,6 +199,8 @@ struct RootServer::Impl {
   void on_second_root(Conn& c, const wire::Hello& h);
   // Sends the WELCOME once every rank joined (and kClaimWindow has passed, where it applies).
   void welcome_if_complete();
+  // A joiner's refusal (wire::Refuse): the group fails at once, naming the joiner and why.
+  void on_refuse(Conn& c, const wire::Refuse& r);
   // Decides a world-size dispute when the claims allow it (or `expired`): the ranks in the
   // minority are at fault, and the group fails naming them.
   void settle_world(bool expired);

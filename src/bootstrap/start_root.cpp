@@ -88,10 +88,13 @@ UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
                             "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
                             "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
                             "UniqueId.create(), whose id carries a random token");
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      LOG_WARN("actorcc from_address(" << host << ":" << port << ") without ACTORCC_BOOTSTRAP_SECRET: loopback only, "
-               "and any local user who knows the port can join; set the secret to authenticate the group");
+    // Loopback needs no secret (docs/reliability.md): a warning there, on every rank of every job
+    // (the doctor's included), said nothing the user must act on. A note once per process, for
+    // whoever looks; off loopback the missing secret is the error above.
+    static std::once_flag noted;
+    std::call_once(noted, [&] {
+      LOG_INFO("actorcc from_address(" << host << ":" << port << ") without ACTORCC_BOOTSTRAP_SECRET: loopback "
+               "only, and any local user who knows the port can join; set the secret to authenticate the group");
     });
   }
   f.token = address_token(secret, host, port, world);

@@ -1,6 +1,8 @@
 // UniqueId's printable form and create(); the byte layout lives in id_fields.cpp.
 #include "actorcc/unique_id.hpp"
 
+#include <cstring>
+
 #include "actorcc/error.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/id_fields.hpp"
@@ -55,6 +57,14 @@ UniqueId UniqueId::parse(const std::string& text) {
     }
     id.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
+  return from_bytes(id.bytes.data(), id.bytes.size());
+}
+
+UniqueId UniqueId::from_bytes(const void* data, size_t n) {
+  if (n != kBytes)
+    throw InvalidArgument("a UniqueId is " + std::to_string(kBytes) + " bytes, got " + std::to_string(n));
+  UniqueId id;
+  std::memcpy(id.bytes.data(), data, kBytes);
   bootstrap::read_id(id);  // validates magic, family, reserved bytes
   return id;
 }

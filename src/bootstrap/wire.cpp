@@ -145,6 +145,26 @@ void put_payload(Writer& w, const PeerLeft& m) {
   w.i32(m.rank);
   w.u64(m.collectives);
 }
+void put_payload(Writer& w, const Refuse& m) {
+  put_payload(w, m.hello);
+  w.str(m.reason);
+}
+
+Hello read_hello(Reader& r) {
+  Hello m;
+  r.raw(m.mac.data(), m.mac.size());
+  m.protocol_version = r.u32();
+  m.rank = r.i32();
+  m.world = r.i32();
+  m.join_timeout_ms = r.u64();
+  m.pid = r.u32();
+  m.flags = r.u32();
+  m.host = r.str();
+  m.run_id = r.str();
+  m.run_id_from = r.str();
+  m.blob = r.str();
+  return m;
+}
 
 }  // namespace
 
@@ -163,6 +183,7 @@ const char* to_string(MsgType t) {
     case MsgType::StatusReply: return "STATUS_REPLY";
     case MsgType::PeerLeft: return "PEER_LEFT";
     case MsgType::Challenge: return "CHALLENGE";
+    case MsgType::Refuse: return "REFUSE";
   }
   return "UNKNOWN";
 }
@@ -202,7 +223,7 @@ Header decode_header(const void* data, size_t n, uint32_t max_payload) {
     throw WireError("frame version " + std::to_string(h.version) + " is not supported (this build speaks " +
                     std::to_string(kFrameVersion) + "): a peer of another actorcc version");
   uint16_t t = r.u16();
-  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::Challenge))
+  if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::Refuse))
     throw WireError("unknown frame type " + std::to_string(t));
   h.type = static_cast<MsgType>(t);
   h.length = r.u32();
@@ -216,22 +237,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
   Reader r(payload, type);
   Message out;
   switch (type) {
-    case MsgType::Hello: {
-      Hello m;
-      r.raw(m.mac.data(), m.mac.size());
-      m.protocol_version = r.u32();
-      m.rank = r.i32();
-      m.world = r.i32();
-      m.join_timeout_ms = r.u64();
-      m.pid = r.u32();
-      m.flags = r.u32();
-      m.host = r.str();
-      m.run_id = r.str();
-      m.run_id_from = r.str();
-      m.blob = r.str();
-      out = std::move(m);
-      break;
-    }
+    case MsgType::Hello: out = read_hello(r); break;
     case MsgType::Welcome: out = Welcome{r.strs()}; break;
     case MsgType::Reject: out = Reject{r.str()}; break;
     case MsgType::Allgather: {
@@ -281,6 +287,13 @@ Message decode_payload(MsgType type, std::string_view payload) {
       Challenge m;
       r.raw(m.nonce.data(), m.nonce.size());
       out = m;
+      break;
+    }
+    case MsgType::Refuse: {
+      Refuse m;
+      m.hello = read_hello(r);
+      m.reason = r.str();
+      out = std::move(m);
       break;
     }
     default: throw WireError("unknown frame type " + std::to_string(static_cast<int>(type)));

@@ -57,6 +57,7 @@ enum class MsgType : uint16_t {
   StatusReply = 11,  // root -> client: the answer, for a timeout message
   PeerLeft = 12,     // root -> client: a rank closed its communicator (after a BYE)
   Challenge = 13,    // root -> connection, at once on accept: the nonce its HELLO must answer
+  Refuse = 14,       // joiner -> root, instead of HELLO: it will not join (a local mistake)
 };
 const char* to_string(MsgType t);
 
@@ -150,9 +151,20 @@ struct PeerLeft {
   bool operator==(const PeerLeft&) const = default;
 };
 
+// A joiner that found a mistake of its own after it learned the group's address (a bad option,
+// a rank out of range, no usable device) says so instead of HELLO, so the group fails at once,
+// naming it and why, rather than at the join deadline. `hello` is what its HELLO would have
+// been (its token authenticates the refusal as a HELLO's does; blob empty); the root answers it
+// with the group's failure and closes.
+struct Refuse {
+  Hello hello;
+  std::string reason;
+  bool operator==(const Refuse&) const = default;
+};
+
 // Alternative order matches MsgType - 1.
 using Message = std::variant<Hello, Welcome, Reject, Allgather, AllgatherResult, Abort, PeerLost, JoinFailed, Bye,
-                             Status, StatusReply, PeerLeft, Challenge>;
+                             Status, StatusReply, PeerLeft, Challenge, Refuse>;
 MsgType type_of(const Message& m);
 
 struct Header {

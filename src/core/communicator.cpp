@@ -338,7 +338,35 @@ class ConstructionScope {
   AbortSignal* s_;
 };
 
-std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+// What a rank settles on its own before it joins: its settings, its device and its identity.
+// The device is chosen before joining so the peer table carries every rank's GPU identity.
+struct LocalSetup {
+  Options opt;
+  int device = -1;
+  PeerInfo self;
+  std::chrono::steady_clock::time_point begun, done;  // for the ready line's "local" span
+};
+
+LocalSetup prepare(const UniqueId& id, int rank, int world, const Options& user_options) {
+  if (world < 1 || world > wire::kMaxWorld)
+    throw InvalidArgument("world_size must be in 1.." + std::to_string(wire::kMaxWorld) + ", got " +
+                              std::to_string(world),
+                          rank);
+  if (rank < 0 || rank >= world)
+    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
+  Bootstrap::check_join(id, rank, world);
+  LocalSetup l;
+  l.begun = std::chrono::steady_clock::now();
+  l.opt = options_from_env(user_options);
+  if (l.opt.backend != Backend::Cpu) l.device = cuda_resolve_device(l.opt.device);
+  if (l.opt.backend == Backend::Cuda && l.device < 0)
+    throw UnsupportedError("backend 'cuda' requested but no CUDA device is usable here", rank);
+  l.self = topology::local_peer_info(rank, l.device);
+  l.done = std::chrono::steady_clock::now();
+  return l;
+}
+
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const LocalSetup& local,
                                                std::unique_ptr<Communicator::Impl>& impl, uint64_t digest);
 
 // `digest`: the membership a shrunk group was formed for (core/elastic.hpp), 0 otherwise.
@@ -346,17 +374,21 @@ std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int
 // old group's losses meanwhile), else a fresh one.
 std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int world, const Options& user_options,
                                           uint64_t digest = 0, std::shared_ptr<AbortSignal> abort = nullptr) {
-  if (world < 1 || world > wire::kMaxWorld)
-    throw InvalidArgument("world_size must be in 1.." + std::to_string(wire::kMaxWorld) + ", got " +
-                              std::to_string(world),
-                          rank);
-  if (rank < 0 || rank >= world)
-    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the group of " + std::to_string(world), rank);
+  // Everything local first; a mistake found there goes to the group's root before it is raised
+  // here, so the other ranks fail at once, naming this rank and the mistake, instead of waiting
+  // out the join timeout for a rank that will never come.
+  LocalSetup local;
+  try {
+    local = prepare(id, rank, world, user_options);
+  } catch (const Error& e) {
+    Communicator::refuse_join(id, rank, world, e.message(), user_options.join_timeout);
+    throw;
+  }
   auto impl = std::make_unique<Communicator::Impl>();
   impl->abort = abort ? std::move(abort) : std::make_shared<AbortSignal>(rank);
   ConstructionScope scope(impl->abort.get());
   try {
-    return build_impl(id, rank, world, user_options, impl, digest);
+    return build_impl(id, rank, world, local, impl, digest);
   } catch (...) {
     // Interrupted after joining: the others learn it from the root now, naming this rank (its
     // goodbye alone would read as a clean leave, or a rank lost while forming).
@@ -367,21 +399,13 @@ std::unique_ptr<Communicator::Impl> build(const UniqueId& id, int rank, int worl
   }
 }
 
-std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const Options& user_options,
+std::unique_ptr<Communicator::Impl> build_impl(const UniqueId& id, int rank, int world, const LocalSetup& local,
                                                std::unique_ptr<Communicator::Impl>& impl, uint64_t digest) {
   using Ms = std::chrono::duration<double, std::milli>;
-  const auto t_begin = std::chrono::steady_clock::now();
-  Options opt = options_from_env(user_options);
-
-  // The device is chosen before joining so the peer table carries every rank's GPU identity.
-  int device = -1;
-  if (opt.backend != Backend::Cpu) device = cuda_resolve_device(opt.device);
-  if (opt.backend == Backend::Cuda && device < 0)
-    throw UnsupportedError("backend 'cuda' requested but no CUDA device is usable here",
-                           rank);
-
-  PeerInfo self = topology::local_peer_info(rank, device);
-  const auto t_local = std::chrono::steady_clock::now();
+  const auto t_begin = local.begun, t_local = local.done;
+  const Options& opt = local.opt;
+  const int device = local.device;
+  const PeerInfo& self = local.self;
   impl->member = elastic::Member::reserve(id, digest);
   impl->bootstrap = Bootstrap::join(id, rank, world, impl->member->wrap(topology::encode(self)),
                                     Deadline::after(opt.join_timeout), impl->abort);
@@ -501,6 +525,11 @@ std::unique_ptr<Communicator> Communicator::from_address(const std::string& host
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void Communicator::refuse_join(const UniqueId& id, int rank, int world_size, const std::string& reason,
+                               std::chrono::milliseconds join_timeout) noexcept {
+  Bootstrap::refuse(id, rank, world_size, reason, Deadline::after(join_timeout));
+}
 
 Communicator::~Communicator() = default;
 

@@ -200,10 +200,24 @@ def test_gpu_device_without_gpu_raises(device):
 
 
 def test_device_and_backend_checked():
-    uid = actorcc.UniqueId.create("127.0.0.1")
+    # A rank's own mistake ends its group (the others must not wait for it: test_join_refusal.py),
+    # so each attempt here gets a new id.
+    def uid():
+        return actorcc.UniqueId.create("127.0.0.1")
     with pytest.raises(actorcc.InvalidArgumentError, match="contradict"):
-        actorcc.Communicator(uid, 0, 1, device=0, backend="cpu")
+        actorcc.Communicator(uid(), 0, 1, device=0, backend="cpu")
     with pytest.raises(actorcc.InvalidArgumentError, match="device must be"):
-        actorcc.Communicator(uid, 0, 1, device="gpu0")
-    with actorcc.Communicator(uid, 0, 1, device="cpu", join_timeout=10) as c:
+        actorcc.Communicator(uid(), 0, 1, device="gpu0")
+    with actorcc.Communicator(uid(), 0, 1, device="cpu", join_timeout=10) as c:
         assert c.backend == "cpu"
+
+
+def test_from_bytes_refuses_a_corrupt_id_saying_what_is_wrong():
+    # Issue 47 point 8: from_bytes() took any 128 bytes; the constructor then warned about a
+    # successor socket before its error. Now from_bytes() checks what parse() checks.
+    b = bytearray(actorcc.UniqueId.create("127.0.0.1").to_bytes())
+    b[100] = 1
+    with pytest.raises(actorcc.InvalidArgumentError, match="corrupt actorcc UniqueId: reserved bytes are not zero"):
+        actorcc.UniqueId.from_bytes(bytes(b))
+    with pytest.raises(actorcc.InvalidArgumentError, match="bad magic"):
+        actorcc.UniqueId.from_bytes(bytes(128))

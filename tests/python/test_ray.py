@@ -172,15 +172,22 @@ def test_ray_collective_backend(ray_session):
 
 def test_forming_a_group_says_why_it_waits(ray_session, monkeypatch, capfd):
     # Ray starting the actors' processes can take tens of seconds on a busy machine; the driver
-    # said nothing meanwhile. Now one line says what it waits for, one line how long it took.
-    monkeypatch.setattr(actorcc.ray, "NOTICE_AFTER_S", 0.0)
-    actors = [ray_session.remote() for _ in range(2)]
-    actorcc.ray.create_collective_group(actors, group_name="told", timeout=30, join_timeout=60, backend="cpu")
+    # said nothing meanwhile, then said "Ray is still starting their worker processes" also of
+    # actors that were running (busy with another call, or in their constructor). Now one line
+    # per actor says which, from Ray's actor table, and one line how long it took.
+    monkeypatch.setattr(actorcc.ray, "NOTICE_AFTER_S", 1.0)
+    busy = ray_session.remote()
+    ray.get(busy.pid.remote())
+    busy.sleep.remote(3)  # running, its join queued behind this call
+    slow = ray_session.remote(delay=4)  # in its constructor when the notice comes
+    actorcc.ray.create_collective_group([busy, slow], group_name="told", timeout=30, join_timeout=60, backend="cpu")
     err = capfd.readouterr().err
     assert err.count("actorcc.ray.create_collective_group('told'): waiting for ") == 1, err
-    assert "Ray is still starting their worker processes" in err, err
+    assert "Ray is still starting their worker processes" not in err, err
+    assert "\n  rank 0 " in err and "running (pid " in err and "queued behind" in err, err
+    assert "\n  rank 1 " in err and "is still in the actor's constructor" in err, err
     assert "2 of 2 actor(s) joined after " in err, err
-    for a in actors:
+    for a in (busy, slow):
         ray.kill(a)
 
 

@@ -439,7 +439,8 @@ def host_root(conn):
 def outlive_root(rank, world, uid, root_pid):
     """After the group formed, rank 0 kills the process hosting the root while every rank
     keeps all-reducing: returns (error type, message, seconds from the barrier to the error,
-    seconds close() took then)."""
+    seconds close() took then, (sum, world size) of an all-reduce of rank + 1 in the group that
+    comm.shrink(exclude=[]) made afterwards, as the error advises)."""
     comm = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=30)
     x = np.ones(256, np.float32)
     comm.all_reduce(x)
@@ -452,7 +453,10 @@ def outlive_root(rank, world, uid, root_pid):
             comm.all_reduce(x)
     except actorcc.Error as e:
         got = type(e).__name__, str(e), time.monotonic() - t0
+        with comm.shrink([], join_timeout=20) as new:
+            y = np.full(16, rank + 1, np.float32)
+            new.all_reduce(y)
         t1 = time.monotonic()
         comm.close()
-        return got + (time.monotonic() - t1,)
-    return "no error", "", time.monotonic() - t0, 0.0
+        return got + (time.monotonic() - t1, (float(y[0]), new.world_size))
+    return "no error", "", time.monotonic() - t0, 0.0, None

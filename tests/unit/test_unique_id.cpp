@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdlib>
 
+#include "actorcc/communicator.hpp"
 #include "actorcc/error.hpp"
 #include "actorcc/unique_id.hpp"
 #include "bootstrap/bootstrap.hpp"
@@ -149,4 +150,32 @@ TEST(UniqueId, AddressTokenNeedsTheSecret) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("ACTORCC_BOOTSTRAP_SECRET"), std::string::npos) << e.what();
   }
+}
+
+// Issue 47 point 8: a corrupt id given to the constructor (through the C++ API or a copy that lost
+// bytes) first logged a warning about a successor socket, the error itself coming after it. Now
+// the constructor checks the id before anything else: one error naming the id as unusable and
+// what is wrong with it, and no warning. from_bytes() checks what parse() checks.
+TEST(UniqueId, ACorruptIdIsOneErrorSayingWhatIsWrong) {
+  UniqueId bad = UniqueId::create("127.0.0.1");
+  bad.bytes[100] = 1;  // a reserved byte
+  testing::internal::CaptureStderr();
+  std::string what;
+  try {
+    Communicator c(bad, 0, 1, Options{});
+  } catch (const InvalidArgument& e) {
+    what = e.what();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(what.find("this rank's UniqueId cannot be used: corrupt actorcc UniqueId: reserved bytes are not zero"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(err.find("successor"), std::string::npos) << err;
+  try {
+    UniqueId::from_bytes(bad.bytes.data(), bad.bytes.size());
+    FAIL() << "from_bytes accepted a corrupt id";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("reserved bytes are not zero"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(UniqueId::from_bytes(bad.bytes.data(), 12), InvalidArgument);
 }

@@ -60,12 +60,14 @@ def probe(pid):
         return None
 
 
-def run_once(bench, n, timeout):
-    """One group of n ranks: (init ms, segment bytes, [peak RSS bytes per rank])."""
+def run_once(bench, n, timeout, coll="all_reduce", maxbytes="8"):
+    """One group of n ranks: (init ms, segment bytes, [peak RSS bytes per rank]). The bench
+    checks every result exactly (and fails on a wrong one); its calls keep the ranks up for
+    the probe a while after the group formed."""
     with tempfile.TemporaryDirectory(prefix="localranks-") as tmp:
         out = os.path.join(tmp, "r.json")
-        cmd = [bench, "--backend", "cpu", "--ranks", str(n), "--launch", "torchrun", "-b", "8", "-e", "8",
-               "-n", "300", "-w", "5", "--no-plot", "--timeout", str(timeout), "-J", out]
+        cmd = [bench, "--backend", "cpu", "--ranks", str(n), "--launch", "torchrun", "--coll", coll, "-b", "8",
+               "-e", maxbytes, "-n", "40", "-w", "2", "--no-plot", "--timeout", str(timeout), "-J", out]
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         rss, seg = {}, 0
         while p.poll() is None:
@@ -74,7 +76,7 @@ def run_once(bench, n, timeout):
                 if got:
                     rss[c] = max(rss.get(c, 0), got[0])
                     seg = max(seg, got[1])
-            time.sleep(0.05)
+            time.sleep(0.1)
         err = p.stderr.read()
         if p.returncode != 0:
             raise SystemExit(f"cpu_local_ranks: {bench} with {n} ranks failed ({p.returncode}): {err[-2000:]}")
@@ -118,6 +120,8 @@ def main():
     ap.add_argument("--max-ranks", action="append", default=[], help="LABEL=N: largest N for that build")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--coll", default="all_reduce", help="the bench's collective (all_to_all: every pair)")
+    ap.add_argument("--maxbytes", default="8", help="the bench's largest message")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     benches = [b.split("=", 1) for b in a.bench]
@@ -133,7 +137,7 @@ def main():
         for n in sizes:
             if n > caps.get(label, n):
                 continue
-            trials = [run_once(path, n, a.timeout) for _ in range(a.trials)]
+            trials = [run_once(path, n, a.timeout, a.coll, a.maxbytes) for _ in range(a.trials)]
             row = {"ranks": n,
                    "init_ms": [t[0] for t in trials],
                    "init_ms_median": statistics.median(t[0] for t in trials),

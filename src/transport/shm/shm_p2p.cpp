@@ -55,6 +55,7 @@ struct Lane {
   uint64_t grant = 0;        // its grant word when granted
   uint64_t abs0 = 0, rel0 = 0;  // chunk rel0 of the lane is the channel's chunk abs0
   uint64_t wanted = 0;
+  uint64_t queue = 0;  // send: the peer's inbox activity when last looked at (inbox_activity)
 
   uint64_t total() const { return ends.back(); }
   bool done() const { return send ? acked >= total() : next >= total(); }
@@ -65,6 +66,17 @@ struct Lane {
     return *xs[k];
   }
 };
+
+// Changes whenever a chunk is consumed or a grant made in local rank `peer`'s inbox: a sender
+// waiting for a grant there is queued behind transfers that still move, not stalled.
+uint64_t inbox_activity(ShmGroup& g, int peer) {
+  uint64_t sum = 0;
+  for (int j = 0; j < g.inbox_slots(); ++j) {
+    ShmChannel& c = chan(g.inbox(peer, j));
+    sum += c.consumed.load(std::memory_order_relaxed) + (c.grant.load(std::memory_order_relaxed) >> 32);
+  }
+  return sum;
+}
 
 uint64_t chunks_of(const ShmTransfer& x, size_t cb) { return std::max<uint64_t>(1, (x.bytes + cb - 1) / cb); }
 
@@ -235,6 +247,7 @@ void shm_transfer(ShmGroup& g, const std::vector<ShmTransfer>& xfers, const char
       lanes.emplace_back();
       lanes.back().send = x.send;
       lanes.back().peer = x.peer;
+      if (x.send) lanes.back().queue = inbox_activity(g, x.peer);
     }
     Lane& l = lanes[it->second];
     l.xs.push_back(&x);
@@ -256,6 +269,19 @@ void shm_transfer(ShmGroup& g, const std::vector<ShmTransfer>& xfers, const char
       continue;
     }
     if (!g.wait_bell(seen, dl)) {
+      // A sender still waiting for a grant while the receiver serves other senders is making
+      // progress in the receiver's queue: the timeout counts from that queue's last move.
+      bool queued = false;
+      for (Lane& l : lanes) {
+        if (!l.send || l.ch || l.done()) continue;
+        const uint64_t q = inbox_activity(g, l.peer);
+        queued |= q != l.queue;
+        l.queue = q;
+      }
+      if (queued) {
+        dl = Deadline::after(g.timeout());
+        continue;
+      }
       std::vector<int> waiting;
       for (const Lane& l : lanes) {
         const int peer = g.global_rank(l.peer);

@@ -240,3 +240,30 @@ def mismatched_all_to_all_v_checked(rank, world, uid):
             return err, False
         except actorcc.RemoteError:
             return err, True
+
+
+def many_senders(rank, world, uid, seed):
+    """More senders than a receiver's inbox has channels (8): every other rank sends rank 0 two
+    messages of several chunks in one batch, which rank 0 receives in two batches (the second
+    in reverse peer order); then an all_to_all over every pair. Returns the mismatches."""
+    fails = []
+    n = 70000  # float32: 280 KB, three chunks of 128 KiB
+    with actorcc.Communicator(uid, rank, world, backend="cpu", timeout=60) as comm:
+        if rank == 0:
+            for leg, peers in enumerate([range(1, world), range(world - 1, 0, -1)]):
+                bufs = {p: poisoned(n, np.float32) for p in peers}
+                comm.batch_send_recv([("recv", bufs[p], p) for p in peers])
+                for p in peers:
+                    if not close(bufs[p], values(seed, p, leg, n, "float32"), "float32"):
+                        fails.append(f"message {leg} from rank {p}")
+        else:
+            comm.batch_send_recv([("send", values(seed, rank, leg, n, "float32").astype(np.float32), 0)
+                                  for leg in range(2)])
+        m = 5000
+        src = np.concatenate([values(seed, rank, 100 + k, m, "float32") for k in range(world)]).astype(np.float32)
+        got = poisoned(m * world, np.float32)
+        comm.all_to_all(src, got)
+        for k in range(world):
+            if not close(got[k * m:(k + 1) * m], values(seed, k, 100 + rank, m, "float32"), "float32"):
+                fails.append(f"all_to_all block from rank {k}")
+    return fails

@@ -74,3 +74,11 @@ def test_checked_all_to_all_v_counts_fail_on_every_rank(uid):
         assert kind == "ok"
         assert err and "rank 1 sends 2 elements to rank 0, which expects 3" in err, err
         assert after, "a call after the refused one ran on the aborted group"
+
+
+def test_more_senders_than_inbox_channels(uid):
+    # 12 ranks: 11 senders to rank 0, whose inbox has 8 channels; a sender's one batch is
+    # received over two calls, and all_to_all crosses every pair.
+    seed = random.getrandbits(32)
+    res = run_ranks(12, p2p_workers.many_senders, uid, seed, timeout=120)
+    expect_no_failures(res, f" (seed {seed})")

@@ -44,7 +44,7 @@ struct alignas(64) ShmGroup::Flag {
 namespace {
 
 constexpr uint64_t kMagic = 0x6d68732d63637261ull;  // "arcc-shm"
-constexpr uint32_t kVersion = 3;  // 2: point-to-point channels; 3: call descriptors
+constexpr uint32_t kVersion = 4;  // 2: point-to-point channels; 3: call descriptors; 4: inboxes
 constexpr size_t kPage = 4096;
 constexpr size_t kDefaultWorkspace = size_t{4} << 20;  // per rank: two 2 MiB buffers
 constexpr size_t kMinBuffer = size_t{32} << 10;
@@ -68,7 +68,7 @@ Layout layout_for(int n, size_t buffer_bytes) {
   l.channels_off = l.slots_off + static_cast<size_t>(n) * l.slot_bytes;
   l.chunk_bytes = shm_p2p_chunk_bytes(buffer_bytes, n);
   l.channel_bytes = shm_channel_bytes(l.chunk_bytes);
-  l.total = l.channels_off + static_cast<size_t>(n) * static_cast<size_t>(n) * l.channel_bytes;
+  l.total = l.channels_off + static_cast<size_t>(n) * static_cast<size_t>(shm_inbox_slots(n)) * l.channel_bytes;
   return l;
 }
 
@@ -138,7 +138,8 @@ std::unique_ptr<ShmGroup> ShmGroup::establish(GroupContext& ctx) {
       h->total_bytes = l.total;
       for (int p = 0; p < n; ++p)
         new (static_cast<uint8_t*>(seg.data()) + l.flags_off + p * sizeof(Flag)) Flag{};
-      for (int p = 0; p < n * n; ++p) shm_init_channel(static_cast<uint8_t*>(seg.data()) + l.channels_off + p * l.channel_bytes);
+      for (int p = 0; p < n * shm_inbox_slots(n); ++p)
+        shm_init_channel(static_cast<uint8_t*>(seg.data()) + l.channels_off + p * l.channel_bytes);
       // "-" stands for the planner's choice, so the blob always has three fields.
       const std::string algo = ctx.options.algo.empty() ? "-" : ctx.options.algo;
       blob = name + " " + std::to_string(buffer) + " " + algo;
@@ -216,6 +217,7 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
   channels_ = base + l.channels_off;
   chunk_bytes_ = l.chunk_bytes;
   channel_bytes_ = l.channel_bytes;
+  inbox_slots_ = shm_inbox_slots(n_);
 
   // When this rank learns that the group is broken (bootstrap: a peer died or aborted; or a
   // local timeout), tell the local peers through the segment at once. The listener may run
@@ -395,8 +397,8 @@ void ShmGroup::sync(const char* what) {
   // that had matched everywhere (the mismatch blamed on the warm-up call before it).
 }
 
-uint8_t* ShmGroup::channel(int src, int dst) const {
-  return channels_ + (static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)) * channel_bytes_;
+uint8_t* ShmGroup::inbox(int dst, int slot) const {
+  return channels_ + (static_cast<size_t>(dst) * static_cast<size_t>(inbox_slots_) + static_cast<size_t>(slot)) * channel_bytes_;
 }
 
 uint32_t ShmGroup::bell() const { return flags_[me_].bell.load(std::memory_order_seq_cst); }

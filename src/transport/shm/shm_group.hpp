@@ -7,7 +7,8 @@
 //   [Flags, 128 B per local rank, 4 KiB aligned]  `step`: how many sync points the rank passed,
 //            and the descriptor of its current call (begin_call)
 //   [Slots, per local rank: 2 buffers of buffer_bytes each, 4 KiB aligned]
-//   [Channels, one per ordered pair of local ranks: point-to-point (shm_p2p.hpp)]
+//   [Inboxes, per local rank: a few point-to-point channels its senders are granted
+//            (shm_p2p.hpp), so the segment grows as O(local ranks), not as their pairs]
 //
 // Protocol. Every collective is cut into rounds; round k uses buffer k % 2 of every slot.
 // A sync point is an epoch barrier: a rank bumps its own `step` (monotonic, never reset) and
@@ -80,8 +81,9 @@ class ShmGroup {
   // leave (or a disagreement found now) must not be reported before the group's cause.
   void check_settled_abort();
 
-  // Point-to-point (transport/shm/shm_p2p.hpp). The channel from local rank src to dst.
-  uint8_t* channel(int src, int dst) const;
+  // Point-to-point (transport/shm/shm_p2p.hpp). Channel `slot` of local rank dst's inbox.
+  uint8_t* inbox(int dst, int slot) const;
+  int inbox_slots() const { return inbox_slots_; }
   size_t chunk_bytes() const { return chunk_bytes_; }
   int global_rank(int local) const { return ctx_.local_ranks[local]; }
   std::chrono::milliseconds timeout() const { return ctx_.options.timeout; }
@@ -119,6 +121,7 @@ class ShmGroup {
   uint8_t* channels_ = nullptr;
   size_t chunk_bytes_ = 0;
   size_t channel_bytes_ = 0;
+  int inbox_slots_ = 1;
   uint64_t round_ = 0;
   uint32_t step_ = 0;
   uint64_t described_ = 0;  // calls begun with begin_call

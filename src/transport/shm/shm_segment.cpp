@@ -62,7 +62,7 @@ bool lock_created(int fd, const std::string& name) {
 }
 
 void* map_fd(int fd, size_t bytes, const std::string& name) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw SystemError(errno_text("mmap of shared memory", name, errno));
   return p;
 }

@@ -177,7 +177,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   const wire::Hello h = hello_of(f, rank, world, join_deadline, self_blob, greeted->nonce);
 
   auto root_lost = [&](const std::string& detail) {
-    abort->raise(root_rank, ErrorCode::Remote, root_lost_text(where, root_rank, detail, false));
+    // "(while joining)" marks a root lost before this rank was in (a shrink retries on it).
+    abort->raise(root_rank, ErrorCode::Remote, root_lost_text(where, root_rank, detail, false) + " (while joining)");
     abort->rethrow();
   };
 

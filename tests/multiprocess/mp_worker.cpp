@@ -11,7 +11,8 @@
 //   abort        rank --culprit calls abort(); the others expect a RemoteError naming it
 //   join_error   joining must fail with InvalidArgument (tampered id, duplicate rank), or
 //                with UnsupportedError given --expect unsupported
-//   hold         join, print JOINED, wait --hold-ms, then a checked all_reduce
+//   hold         join, print JOINED, wait --hold-ms, then a checked all_reduce; given
+//                --expect poisoned, that all_reduce must fail saying a rank is claimed twice
 //   badargs      bad arguments raise InvalidArgument and a group of one stays usable
 //   bad_call     rank --culprit makes a call with a bad argument (--bad says which) while the
 //                others make the same call rightly: it gets InvalidArgument, every other rank
@@ -117,8 +118,18 @@ int run(const Args& a) {
   }
   if (a.mode == "hold") {
     std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
-    small_all_reduce_check(c);
-    return 0;
+    if (a.expect != "poisoned") {
+      small_all_reduce_check(c);
+      return 0;
+    }
+    try {
+      small_all_reduce_check(c);
+    } catch (const Error& e) {
+      std::cerr << tag << " poisoned as expected: " << e.what() << std::endl;
+      return std::string(e.what()).find("claimed twice") != std::string::npos ? 0 : 3;
+    }
+    std::cerr << tag << " the group worked although a rank was claimed twice" << std::endl;
+    return 3;
   }
   if (a.mode == "bad_call") return bad_call(c, a, tag);
   if (a.mode == "badargs") {

@@ -301,18 +301,24 @@ TEST(Join, WrongTokenIsRejected) {
   EXPECT_NE(p[0].err().find("token"), std::string::npos) << p.report();
 }
 
-// A second rank 0 joining a complete group gets a clear error; the group is unaffected.
-TEST(Join, DuplicateRankIsRejected) {
+// A second rank 0 joining a complete group (a second launch on the same id) is refused, and the
+// group it tried to join is poisoned: every member's next call fails naming both claimants, so no
+// rank can go on with a group another launch may have touched.
+TEST(Join, DuplicateRankPoisonsTheGroup) {
   const int world = 2;
   const std::string id = new_id();
   Procs p;
-  p.spawn(worker_args(id, 0, world, "hold", {"--hold-ms", "3000"}));
-  p.spawn(worker_args(id, 1, world, "hold", {"--hold-ms", "3000"}));
+  p.spawn(worker_args(id, 0, world, "hold", {"--hold-ms", "3000", "--expect", "poisoned"}));
+  p.spawn(worker_args(id, 1, world, "hold", {"--hold-ms", "3000", "--expect", "poisoned"}));
   ASSERT_TRUE(p.wait_for_output({0, 1}, "JOINED", 30s)) << p.report();
   p.spawn(worker_args(id, 0, world, "join_error", {"--timeout-ms", "20000"}));
   ASSERT_TRUE(p.wait_all(60s)) << p.report();
   expect_all_exit_zero(p);
-  EXPECT_NE(p[2].err().find("rank 0"), std::string::npos) << p.report();
+  for (int i : {0, 1, 2}) {
+    EXPECT_NE(p[i].err().find("rank 0 is claimed twice"), std::string::npos) << p.report();
+    for (int claimant : {0, 2})
+      EXPECT_NE(p[i].err().find("pid " + std::to_string(p[claimant].pid)), std::string::npos) << p.report();
+  }
 }
 
 // Bad arguments raise InvalidArgument before any data moves; a group of one stays usable (in a

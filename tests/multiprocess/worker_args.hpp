@@ -20,7 +20,7 @@ namespace mpw {
 using namespace actorcc;
 
 struct Args {
-  std::string id, mode = "matrix", expect = "invalid";  // join_error: invalid | unsupported
+  std::string id, mode = "matrix", expect = "invalid";  // join_error: invalid | unsupported; hold: poisoned
   std::string fault = "kill", phase = "between_calls", bad = "null_send";
   int port = 0;
   std::string host = "127.0.0.1";  // with --port: the address rank 0 hosts the root at

@@ -141,6 +141,10 @@ def two_die_together(rank, world, uid, dead, stamp_dir, n=4099):
     seconds from the kill to the shrunk group's exact all_reduce."""
     c = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=60)
     _check(c, "cpu", n, list(range(world)))
+    # A rank's call returning says nothing of the others' same call: a rank killed right after its
+    # all_reduce returned may fail a survivor's still in flight (its last bytes reset unread), an
+    # error before the recipe starts. The barrier lets every rank's first check end first.
+    c.host_barrier()
     if rank in dead:
         if rank == dead[0]:
             with open(os.path.join(stamp_dir, "killed"), "w") as f:

@@ -45,10 +45,10 @@ MismatchVerdict mismatch_verdict(std::vector<std::pair<int, std::string>> calls)
   std::sort(calls.begin(), calls.end());
   // The distinct calls in the order of their lowest rank, each with its ranks (ascending).
   std::vector<std::pair<std::string, std::vector<int>>> sides;
-  for (const auto& [rank, call] : calls) {
-    auto it = std::find_if(sides.begin(), sides.end(), [&](const auto& s) { return s.first == call; });
-    if (it == sides.end()) it = sides.insert(sides.end(), {call, {}});
-    it->second.push_back(rank);
+  for (const auto& rc : calls) {
+    auto it = std::find_if(sides.begin(), sides.end(), [&](const auto& s) { return s.first == rc.second; });
+    if (it == sides.end()) it = sides.insert(sides.end(), {rc.second, {}});
+    it->second.push_back(rc.first);
   }
   size_t most = 0;  // the first of the largest sides: the one holding the lowest rank
   for (size_t i = 1; i < sides.size(); ++i)

@@ -32,7 +32,8 @@ typedef enum : int {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8,  // 2.30.3: a call that ran out of time
+  ncclNumResults = 9
 } ncclResult_t;
 
 typedef enum : int {
@@ -56,9 +57,9 @@ inline constexpr int kNcclRevokeDefault = 0x00;  // ncclCommRevoke's only flag (
 inline constexpr unsigned kNcclConfigMagic = 0xcafebeef;
 inline constexpr unsigned kNcclSimInfoMagic = 0x74685283;
 
-// ncclConfig_t, the newest layout we know (2.30: 96 bytes on x86-64). Callers pass the layout of
+// ncclConfig_t, the newest layout we know (2.32: 120 bytes on x86-64). Callers pass the layout of
 // the header they were built with; config.cpp reads it by its `size` and `version`.
-typedef struct ncclConfig_v23000 {
+typedef struct ncclConfig_v23203 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -76,9 +77,15 @@ typedef struct ncclConfig_v23000 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;  // 2.28: 80 bytes
   int nvlinkCentricSched;
-  int fields_v2290[2];      // 2.29: 88 bytes; 2.30: 96 (fields this library does not read)
+  // Fields this library does not read, by the release that added them: 2.29 graphUsageMode,
+  // numRmaCtx (88 bytes); 2.30 maxP2pPeers, graphStreamOrdering (96); 2.31.0 launchOrderImplicit,
+  // numRmaSig, rmaEagerInit and 2.31.1 hostCftMode (112); 2.32 nvlsHostMode (120).
+  int fields_v2290[2];
   int fields_v2300[2];
+  int fields_v2310[4];
+  int fields_v2320[1];
 } ncclConfig_t;
+static_assert(sizeof(ncclConfig_t) == 120, "ncclConfig_t is 2.32's 120 bytes");
 
 typedef struct {
   size_t size;

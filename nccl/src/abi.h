@@ -94,6 +94,70 @@ typedef struct {
   float estimatedTime;
 } ncclSimInfo_t;
 
+typedef struct CUevent_st* cudaEvent_t;  // the same opaque type cuda_runtime.h names
+
+// 2.31's vendor options, chained from ncclCollConfig_t.ext (NCCL ignores them all; so do we).
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+// The per-call config of 2.31's nccl*Config collectives, newest layout (2.32.3: 72 bytes; 2.31.2's
+// ends after userProfilerTag, 64 bytes). coll_config.cpp reads it by size and version.
+typedef struct ncclCollConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  ncclConfigExt_t* ext;
+  int minCTAs;
+  int maxCTAs;
+  int nvlsCTAs;
+  int cgaClusterSize;
+  const char* algSelection;
+  int forceAlgSelection;  // NCCL_COLLCONFIG_INITIALIZER: 1
+  int CTAPolicy;          // NCCL_CTA_POLICY_* bits (EFFICIENCY 1, ZERO 2), or unset
+  uint64_t userProfilerTag;
+  cudaEvent_t launchCompletionEvent;  // 2.32
+} ncclCollConfig_t;
+static_assert(sizeof(ncclCollConfig_t) == 72, "ncclCollConfig_t is 2.32's 72 bytes");
+
+// ncclCommQueryProperties' struct (NCCL's device header, nccl_device/core.h), newest layout we
+// know: 2.31.2's, 144 bytes. Layouts by release: 2.29.2-2.29.3 end after ginType, a uint8_t at
+// offset 34 (40 bytes); 2.29.7-2.30 make ginType an int enum at 36 and end after railedGinType
+// (56 bytes); 2.31 adds commHash ... devCommRuntimeVersionSize. properties.cpp writes a field only
+// inside the caller's size and not newer than its version.
+typedef struct ncclCommProperties_v23102 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  int ginType;  // ncclGinType_t: NCCL_GIN_TYPE_NONE 0
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+  uint64_t commHash;  // 2.31
+  int ginMinStride;
+  int ginConnectionType;  // ncclGinConnectionType_t: NCCL_GIN_CONNECTION_NONE 0
+  uint8_t ginSupport[64];
+  size_t devCommRuntimeVersionSize;
+} ncclCommProperties_t;
+static_assert(offsetof(ncclCommProperties_t, ginType) == 36 && offsetof(ncclCommProperties_t, commHash) == 56 &&
+                  sizeof(ncclCommProperties_t) == 144,
+              "ncclCommProperties_t is 2.31.2's layout");
+
 // Opaque here: declared in NCCL's device header; we only refuse them. The functions after
 // ncclDevCommDestroy are 2.29/2.30's (suspend/resume, memory statistics, one-sided signals, the
 // device API's window pointers) that newer torch builds import. ncclCommMemStat_t is an enum
@@ -101,6 +165,33 @@ typedef struct {
 // pointer is: a void* here); ncclWaitSignalDesc_t is only pointed to.
 struct ncclDevComm;
 struct ncclDevCommRequirements;
+
+// 2.31's per-call-config collectives: each plain collective's arguments, then the config.
+#define ACTORCC_NCCL_COLL_CONFIG_LIST(X)                                                                \
+  X(ncclResult_t, ncclAllReduceConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,      \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclBroadcastConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclReduceConfig,                                                                    \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclAllGatherConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclReduceScatterConfig,                                                             \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,  \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclAlltoAllConfig,                                                                  \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,     \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclGatherConfig,                                                                    \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclScatterConfig,                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))
 
 // Every function below is exported twice, as ncclX and as its profiling alias pncclX
 // (exports.cpp defines the aliases).
@@ -190,6 +281,8 @@ struct ncclDevCommRequirements;
   X(ncclResult_t, ncclGetMultimemDevicePointer, (ncclWindow_t window, size_t offset, void* multimem, void** outPtr)) \
   X(ncclResult_t, ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr)) \
   X(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr)) \
+  X(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, ncclCommProperties_t * props))            \
+  ACTORCC_NCCL_COLL_CONFIG_LIST(X)                                                                      \
   X(const char*, ncclActorccVersion, ())
 
 #define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;

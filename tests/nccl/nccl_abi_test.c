@@ -57,6 +57,66 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
 #endif
 #define kNumResults 9
 
+/* ncclCommQueryProperties' struct in each layout, member for member as NCCL's device header
+ * (nccl_device/core.h) of the tag declares it; the toolkit's nccl.h (2.28) has none. The 2.31.2
+ * layout is the one NVIDIA's nccl4py bindings generated from that release declare. */
+struct props_v22902 { /* v2.29.2-1 (and 2.29.3): ginType a uint8_t enum */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; uint8_t ginType;
+};
+struct props_v22907 { /* v2.29.7-1 to v2.30.7-1 */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; int ginType;
+  int nLsaTeams; _Bool hostRmaSupport; int railedGinType;
+};
+struct props_v23102 { /* 2.31.2 */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; int ginType;
+  int nLsaTeams; _Bool hostRmaSupport; int railedGinType;
+  uint64_t commHash; int ginMinStride; int ginConnectionType; uint8_t ginSupport[64];
+  size_t devCommRuntimeVersionSize;
+};
+_Static_assert(sizeof(struct props_v22902) == 40 && sizeof(struct props_v22907) == 56 &&
+                   sizeof(struct props_v23102) == 144, "property layouts");
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* props);
+
+/* ncclCollConfig_t of 2.32.3's nccl.h (NVIDIA/nccl 12df1a1, NCCL 2.32.3); 2.31.2's ends after
+ * userProfilerTag (64 bytes). */
+#if NCCL_VERSION_CODE < 23100
+typedef struct {
+  size_t size; unsigned int magic; unsigned int version;
+  void* ext;
+  int minCTAs, maxCTAs, nvlsCTAs, cgaClusterSize;
+  const char* algSelection;
+  int forceAlgSelection, CTAPolicy;
+  uint64_t userProfilerTag;
+  void* launchCompletionEvent;
+} ncclCollConfig_t;
+#define NCCL_COLLCONFIG_INITIALIZER                                                                  \
+  {sizeof(ncclCollConfig_t), 0xcafebeef, 23203, NULL, INT_MIN, INT_MIN, INT_MIN, INT_MIN, NULL, 1, INT_MIN, 0, \
+   NULL}
+ncclResult_t ncclAllReduceConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclBroadcastConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclReduceConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t,
+                              const ncclCollConfig_t*);
+ncclResult_t ncclAllGatherConfig(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclReduceScatterConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                     cudaStream_t, const ncclCollConfig_t*);
+ncclResult_t ncclAlltoAllConfig(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                const ncclCollConfig_t*);
+ncclResult_t ncclGatherConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                              const ncclCollConfig_t*);
+ncclResult_t ncclScatterConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                               const ncclCollConfig_t*);
+#endif
+_Static_assert(sizeof(ncclCollConfig_t) == 72, "2.32.3's ncclCollConfig_t");
+
 /* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
  * are managed memory (the host code fills and checks them as before), each rank has its own
  * non-blocking stream, and every call is followed by a wait on that stream. */
@@ -903,6 +963,30 @@ static int shrinkref_worker(ncclComm_t base, int rank, int world) {
   return g_fail ? 1 : 0;
 }
 
+/* 2.31's nccl*Config collectives across ranks: each rank contributes rank+1; exact results. */
+static void coll_config_ranks(ncclComm_t comm, int rank, int world) {
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.algSelection = "tree";
+  cfg.forceAlgSelection = 0;
+  cudaStream_t st = xstream();
+  float* x = (float*)xalloc(sizeof(float) * world);
+  float* y = (float*)xalloc(sizeof(float) * world);
+  for (int i = 0; i < world; ++i) x[i] = (float)(rank + 1);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclAllReduceConfig(x, y, 1, ncclFloat32, ncclSum, comm, st, &cfg));
+  xsync(st);
+  CHECK(y[0] == world * (world + 1) / 2.0f, "ncclAllReduceConfig across %d ranks: %g", world, y[0]);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllGatherConfig(x, y, 1, ncclFloat32, comm, st, &cfg));
+  NCCLOK(ncclGroupEnd());
+  xsync(st);
+  for (int i = 0; i < world; ++i) CHECK(y[i] == i + 1, "ncclAllGatherConfig: slot %d is %g", i, y[i]);
+  xfree(x);
+  xfree(y);
+  xstream_free(st);
+}
+
 static int worker(const char* mode, int rank, int world, const char* idhex) {
   ncclUniqueId id;
   unhex_id(idhex, &id);
@@ -918,6 +1002,7 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     if (rank != 0) wait_ready(comm);
     matrix(comm, seed);
     p2p(comm, seed);
+    coll_config_ranks(comm, rank, world);
     split(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));
@@ -1268,6 +1353,120 @@ static int mode_group_release(void) {
   return g_fail ? 1 : 0;
 }
 
+/* ncclCommQueryProperties in each layout: honest values (the device API is not served), written
+ * only inside the caller's size; a struct not made by the initializer is refused. */
+static void properties_api(ncclComm_t comm) {
+  unsigned char buf[256];
+  struct { size_t size; unsigned version; } layouts[] = {{40, 22902}, {56, 22907}, {56, 23007}, {144, 23102}};
+  for (int i = 0; i < 4; ++i) {
+    memset(buf, 0x5A, sizeof buf); /* the caller's bytes, and a canary past its struct */
+    memset(buf, 0, layouts[i].size);
+    struct props_v23102* p = (struct props_v23102*)buf;
+    p->size = layouts[i].size;
+    p->magic = 0xcafebeef;
+    p->version = layouts[i].version;
+    p->rank = p->nRanks = p->cudaDev = p->nvmlDev = 77;
+    NCCLOK(ncclCommQueryProperties(comm, buf));
+    CHECK(p->rank == 0 && p->nRanks == 1 && p->cudaDev == -1, "props %u: rank %d nRanks %d cudaDev %d",
+          layouts[i].version, p->rank, p->nRanks, p->cudaDev);
+    CHECK(!p->deviceApiSupport && !p->multimemSupport, "props %u: device API claimed", layouts[i].version);
+    if (layouts[i].version < 22907) {
+      CHECK(((struct props_v22902*)buf)->ginType == 0, "props 22902: ginType");
+    } else {
+      struct props_v22907* q = (struct props_v22907*)buf;
+      CHECK(q->ginType == 0 && q->nLsaTeams == 0 && !q->hostRmaSupport && q->railedGinType == 0,
+            "props %u: ginType %d nLsaTeams %d railed %d", layouts[i].version, q->ginType, q->nLsaTeams,
+            q->railedGinType);
+    }
+    if (layouts[i].version >= 23100) {
+      int zero = 1;
+      for (int k = 0; k < 64; ++k) zero &= p->ginSupport[k] == 0;
+      CHECK(p->commHash == 0 && p->ginMinStride == INT_MAX && p->ginConnectionType == 0 && zero &&
+                p->devCommRuntimeVersionSize == 0,
+            "props 23102: stride %d connection %d", p->ginMinStride, p->ginConnectionType);
+    }
+    for (size_t k = layouts[i].size; k < sizeof buf; ++k)
+      if (buf[k] != 0x5A) {
+        CHECK(0, "props %u (%zu bytes) wrote byte %zu", layouts[i].version, layouts[i].size, k);
+        break;
+      }
+  }
+  struct props_v22907 bad = {sizeof bad, 0xdeadbeef, 22907};
+  CHECK(ncclCommQueryProperties(comm, &bad) == ncclInvalidUsage, "props with a wrong magic");
+  CHECK(strstr(ncclGetLastError(comm), "NCCL_COMM_PROPERTIES_INITIALIZER"), "wrong magic: %s", ncclGetLastError(comm));
+  CHECK(ncclCommQueryProperties(comm, NULL) == ncclInvalidArgument, "NULL props");
+  CHECK(ncclCommQueryProperties(NULL, &bad) == ncclInvalidArgument, "NULL comm");
+}
+
+/* 2.31's nccl*Config collectives on one rank: each is its plain collective (2.31.2's 64-byte and
+ * 2.32.3's 72-byte struct, and NULL); a bad config is refused on the caller alone, naming the
+ * field, and leaves the comm and an open group as they were. */
+static void coll_config_api(ncclComm_t comm) {
+  ncclCollConfig_t full = NCCL_COLLCONFIG_INITIALIZER;
+  ncclCollConfig_t v2312 = NCCL_COLLCONFIG_INITIALIZER;
+  v2312.size = 64;
+  v2312.version = 23102;
+  v2312.launchCompletionEvent = (void*)0x1; /* outside a 2.31 caller's struct: never read */
+  full.algSelection = "ring";
+  full.maxCTAs = 4;
+  const ncclCollConfig_t* cfgs[] = {&full, &v2312, NULL};
+  for (int i = 0; i < 3; ++i) {
+    float x[2] = {1.5f, 2.5f}, y[2] = {0, 0};
+    NCCLOK(ncclAllReduceConfig(x, y, 2, ncclFloat32, ncclSum, comm, NULL, cfgs[i]));
+    CHECK(y[0] == 1.5f && y[1] == 2.5f, "ncclAllReduceConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclBroadcastConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclBroadcastConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclReduceConfig(x, y, 2, ncclFloat32, ncclMax, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclReduceConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclAllGatherConfig(x, y, 2, ncclFloat32, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclAllGatherConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclReduceScatterConfig(x, y, 2, ncclFloat32, ncclSum, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclReduceScatterConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclAlltoAllConfig(x, y, 2, ncclFloat32, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclAlltoAllConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclGatherConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclGatherConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclScatterConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclScatterConfig %d", i);
+  }
+  struct { const char* what; const char* text; size_t size; unsigned magic; int force, policy; } bad[] = {
+      {"size 32", "size 32", 32, 0xcafebeef, 1, INT_MIN},
+      {"wrong magic", "magic", 72, 0xdeadbeef, 1, INT_MIN},
+      {"forceAlgSelection 2", "forceAlgSelection", 72, 0xcafebeef, 2, INT_MIN},
+      {"CTAPolicy 9", "CTAPolicy", 72, 0xcafebeef, 1, 9},
+  };
+  float x = 4, y = 0;
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduceConfig(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL, &full));
+  for (int i = 0; i < 4; ++i) {
+    ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+    c.size = bad[i].size;
+    c.magic = bad[i].magic;
+    c.forceAlgSelection = bad[i].force;
+    c.CTAPolicy = bad[i].policy;
+    float z = 0;
+    CHECK(ncclAllReduceConfig(&x, &z, 1, ncclFloat32, ncclSum, comm, NULL, &c) == ncclInvalidArgument,
+          "config with %s accepted", bad[i].what);
+    CHECK(strstr(ncclGetLastError(comm), bad[i].text) && strstr(ncclGetLastError(comm), "ncclAllReduceConfig"),
+          "%s: %s", bad[i].what, ncclGetLastError(comm));
+  }
+  NCCLOK(ncclGroupEnd());
+  CHECK(y == 4, "the group's configured all-reduce gave %g", y);
+#ifndef NCCL_ABI_TEST_CUDA
+  /* A build without CUDA cannot record a CUDA event: refused, not skipped. */
+  full.launchCompletionEvent = (void*)0x1;
+  CHECK(ncclAllReduceConfig(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL, &full) == ncclInvalidArgument,
+        "a launchCompletionEvent was accepted without CUDA");
+#endif
+}
+
 static int mode_api(void) {
   /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
@@ -1355,6 +1554,8 @@ static int mode_api(void) {
   CHECK(ncclCommWindowDeregister(comm, w) == ncclInvalidArgument, "a window was deregistered twice");
   NCCLOK(ncclCommRegister(comm, p, 4096, &h)); /* left registered: freed with the comm */
   NCCLOK(ncclMemFree(p));
+  properties_api(comm);
+  coll_config_api(comm);
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
   elastic_api();

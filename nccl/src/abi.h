@@ -94,7 +94,10 @@ typedef struct {
   float estimatedTime;
 } ncclSimInfo_t;
 
-typedef struct CUevent_st* cudaEvent_t;  // the same opaque type cuda_runtime.h names
+typedef struct CUevent_st* cudaEvent_t;
+
+// 2.30.4's parameter API: a handle names one parameter (params.cpp's table; never freed).
+typedef struct ncclParamHandle* ncclParamHandle_t;  // the same opaque type cuda_runtime.h names
 
 // 2.31's vendor options, chained from ncclCollConfig_t.ext (NCCL ignores them all; so do we).
 typedef struct ncclConfigExt {
@@ -283,6 +286,20 @@ struct ncclDevCommRequirements;
   X(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr)) \
   X(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, ncclCommProperties_t * props))            \
   ACTORCC_NCCL_COLL_CONFIG_LIST(X)                                                                      \
+  X(ncclResult_t, ncclParamBind, (ncclParamHandle_t * out, const char* key))                           \
+  X(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t* out))                                  \
+  X(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t* out))                                \
+  X(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t h, int32_t* out))                                \
+  X(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t h, int64_t* out))                                \
+  X(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t h, uint8_t* out))                                 \
+  X(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t* out))                               \
+  X(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t* out))                               \
+  X(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t* out))                               \
+  X(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char** out))                            \
+  X(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len))                \
+  X(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen))         \
+  X(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen))                  \
+  X(void, ncclParamDumpAll, ())                                                                        \
   X(const char*, ncclActorccVersion, ())
 
 #define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;

@@ -117,6 +117,22 @@ ncclResult_t ncclScatterConfig(const void*, void*, size_t, ncclDataType_t, int, 
 #endif
 _Static_assert(sizeof(ncclCollConfig_t) == 72, "2.32.3's ncclCollConfig_t");
 
+/* The parameter API as 2.30.4's nccl.h declares it. */
+#if NCCL_VERSION_CODE < 23004
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+void ncclParamDumpAll(void);
+#endif
+
 /* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
  * are managed memory (the host code fills and checks them as before), each rank has its own
  * non-blocking stream, and every call is followed by a wait on that stream. */
@@ -1467,6 +1483,79 @@ static void coll_config_api(ncclComm_t comm) {
 #endif
 }
 
+/* ncclParam*: actorcc's settings (and the NCCL names that mean the same) by key, typed and as text,
+ * the values the library runs with; every other key is unknown. */
+static void params_api(void) {
+  const char** keys = NULL;
+  int nkeys = 0;
+  NCCLOK(ncclParamGetAllParameterKeys(&keys, &nkeys));
+  int timeout = 0, algo = 0;
+  for (int i = 0; i < nkeys; ++i) {
+    timeout |= strcmp(keys[i], "ACTORCC_TIMEOUT_S") == 0;
+    algo |= strcmp(keys[i], "NCCL_ALGO") == 0;
+  }
+  CHECK(nkeys >= 9 && timeout && algo, "parameter keys: %d", nkeys);
+  ncclParamHandle_t h = NULL, t = NULL;
+  CHECK(ncclParamBind(&h, "NCCL_IB_HCA") == ncclInvalidArgument, "an NCCL transport key was bound");
+  CHECK(strstr(ncclGetLastError(NULL), "unknown parameter 'NCCL_IB_HCA'"), "unknown key: %s", ncclGetLastError(NULL));
+  CHECK(ncclParamBind(NULL, "ACTORCC_TIMEOUT_S") == ncclInvalidArgument, "NULL out");
+  NCCLOK(ncclParamBind(&t, "ACTORCC_TIMEOUT_S"));
+  setenv("ACTORCC_TIMEOUT_S", "7", 1);
+  int32_t i32 = 0;
+  int8_t i8 = 0;
+  NCCLOK(ncclParamGetI32(t, &i32));
+  NCCLOK(ncclParamGetI8(t, &i8));
+  CHECK(i32 == 7 && i8 == 7, "ACTORCC_TIMEOUT_S=7 read as %d / %d", (int)i32, (int)i8);
+  double d = 0;
+  int len = 0;
+  NCCLOK(ncclParamGet(t, &d, sizeof d, &len));
+  CHECK(len == 8 && d == 7.0, "raw ACTORCC_TIMEOUT_S: %d bytes, %g", len, d);
+  CHECK(ncclParamGet(t, &d, 4, &len) == ncclInvalidArgument && len == 8, "a 4-byte buffer took %d bytes", len);
+  const char* str = NULL;
+  CHECK(ncclParamGetStr(t, &str) == ncclInvalidArgument, "GetStr of a number");
+  setenv("ACTORCC_TIMEOUT_S", "2.5", 1);
+  CHECK(ncclParamGetI32(t, &i32) == ncclInvalidArgument, "2.5 s read as an integer");
+  NCCLOK(ncclParamGetParameter("ACTORCC_TIMEOUT_S", &str, &len));
+  CHECK(strcmp(str, "2.5") == 0 && len == 3, "ACTORCC_TIMEOUT_S as text: '%s' (%d)", str, len);
+  setenv("ACTORCC_TIMEOUT_S", "5", 1);
+  /* Unset: the default the library runs with. */
+  const char* join = getenv("ACTORCC_JOIN_TIMEOUT_S");
+  char saved[64];
+  snprintf(saved, sizeof saved, "%s", join ? join : "");
+  unsetenv("ACTORCC_JOIN_TIMEOUT_S");
+  NCCLOK(ncclParamGetParameter("ACTORCC_JOIN_TIMEOUT_S", &str, &len));
+  CHECK(strcmp(str, "600") == 0, "default join timeout: '%s'", str);
+  if (join) setenv("ACTORCC_JOIN_TIMEOUT_S", saved, 1);
+  /* Integer widths, and a malformed value named. */
+  NCCLOK(ncclParamBind(&h, "ACTORCC_WORKSPACE_BYTES"));
+  setenv("ACTORCC_WORKSPACE_BYTES", "300", 1);
+  uint8_t u8 = 0;
+  uint16_t u16 = 0;
+  CHECK(ncclParamGetU8(h, &u8) == ncclInvalidArgument, "300 fit a uint8_t");
+  NCCLOK(ncclParamGetU16(h, &u16));
+  CHECK(u16 == 300, "ACTORCC_WORKSPACE_BYTES=300 read as %u", (unsigned)u16);
+  setenv("ACTORCC_WORKSPACE_BYTES", "lots", 1);
+  int64_t i64 = 0;
+  CHECK(ncclParamGetI64(h, &i64) == ncclInvalidArgument, "a malformed value was read");
+  CHECK(strstr(ncclGetLastError(NULL), "ACTORCC_WORKSPACE_BYTES"), "malformed value: %s", ncclGetLastError(NULL));
+  unsetenv("ACTORCC_WORKSPACE_BYTES");
+  /* An NCCL name with an actorcc meaning, bound with or without its prefix. */
+  ncclParamHandle_t a = NULL, a2 = NULL;
+  NCCLOK(ncclParamBind(&a, "ALGO"));
+  NCCLOK(ncclParamBind(&a2, "NCCL_ALGO"));
+  CHECK(a == a2, "ALGO and NCCL_ALGO are different parameters");
+  setenv("ACTORCC_ALGO", "oneshot", 1);
+  NCCLOK(ncclParamGetStr(a, &str));
+  CHECK(strcmp(str, "oneshot") == 0, "NCCL_ALGO: '%s'", str);
+  CHECK(ncclParamGetI32(a, &i32) == ncclInvalidArgument, "text read as a number");
+  unsetenv("ACTORCC_ALGO");
+  NCCLOK(ncclParamGetStr(a, &str));
+  CHECK(strcmp(str, "") == 0, "NCCL_ALGO unset: '%s'", str);
+  CHECK(ncclParamGetI32((ncclParamHandle_t)&len, &i32) == ncclInvalidArgument, "a foreign handle was read");
+  CHECK(ncclParamGetI32(t, NULL) == ncclInvalidArgument, "NULL out");
+  ncclParamDumpAll();
+}
+
 static int mode_api(void) {
   /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
@@ -1556,6 +1645,7 @@ static int mode_api(void) {
   NCCLOK(ncclMemFree(p));
   properties_api(comm);
   coll_config_api(comm);
+  params_api();
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
   elastic_api();

@@ -1,5 +1,6 @@
 // NCCL's C ABI as this library implements it: the enum values, struct layouts and function
-// signatures of NCCL 2.28 (the release whose ABI we claim: kNcclVersionCode). Declared here in
+// signatures of NCCL 2.32.3 (the release whose API we claim: kNcclVersionCode), with the layouts
+// of every older release a caller may pass (read by size and version). Declared here in
 // our own words; the conformance tests in tests/nccl compile against the toolkit's real nccl.h
 // and link against this library, which is what proves that the layouts agree.
 #pragma once
@@ -7,8 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
-// 2.28.9: the NCCL that torch 2.11 ships (nvidia-nccl-cu13 2.28.9).
-inline constexpr int kNcclVersionCode = 22809;
+// The newest NCCL whose whole API this library serves, every function of that nccl.h either
+// implemented or refused with the reason docs/nccl.md gives (2.32.3: nccl4py 0.6.0's release).
+// The one place it is set: ncclGetVersion returns it and the ELF note (note.cpp) names it.
+#define ACTORCC_NCCL_VERSION_CODE 23203
+inline constexpr int kNcclVersionCode = ACTORCC_NCCL_VERSION_CODE;
 
 extern "C" {
 
@@ -95,6 +99,29 @@ typedef struct {
 } ncclSimInfo_t;
 
 typedef struct CUevent_st* cudaEvent_t;
+
+// 2.32's ncclSetEncryption (encryption.cpp): 32 bytes; mode NONE (0) is plaintext.
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int mode;
+  const char* psk;
+} ncclEncryptionConfig_t;
+static_assert(sizeof(ncclEncryptionConfig_t) == 32, "ncclEncryptionConfig_t is 2.32's 32 bytes");
+
+// The device API's host-side helpers (NCCL's device header; device_api.cpp), as nccl4py 0.6.0
+// binds them: teams are passed and returned by value.
+typedef struct {
+  int nRanks;
+  int rank;
+  int stride;
+} ncclTeam_t;
+typedef uint32_t ncclCftLeId;
+typedef struct { uint32_t bufHandle; int nBarriers; } ncclLsaBarrierHandle_t;
+typedef struct { uint32_t signal0; uint32_t unused; } ncclGinBarrierHandle_t;
+typedef struct { uint32_t bufHandle; uint32_t nSlots; } ncclLLA2AHandle_t;
+struct ncclDevResourceRequirements;
 
 // 2.30.4's parameter API: a handle names one parameter (params.cpp's table; never freed).
 typedef struct ncclParamHandle* ncclParamHandle_t;  // the same opaque type cuda_runtime.h names
@@ -300,6 +327,28 @@ struct ncclDevCommRequirements;
   X(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen))         \
   X(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen))                  \
   X(void, ncclParamDumpAll, ())                                                                        \
+  X(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config))                           \
+  X(ncclTeam_t, ncclTeamWorld, (ncclComm_t comm))                                                      \
+  X(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm))                                                        \
+  X(ncclTeam_t, ncclTeamRail, (ncclComm_t comm))                                                       \
+  X(ncclTeam_t, ncclTeamCft, (ncclComm_t comm, int mode))                                              \
+  X(ncclTeam_t, ncclTeamCftMultimem, (ncclComm_t comm))                                                \
+  X(int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank))                            \
+  X(int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank))                              \
+  X(ncclResult_t, ncclGetMultimemDeviceLeInfo,                                                         \
+    (ncclWindow_t window, size_t offset, ncclCftLeId* leId, size_t* leOffset))                         \
+  X(ncclResult_t, ncclGetCftDeviceLeInfo,                                                              \
+    (ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset)) \
+  X(ncclResult_t, ncclGetPeerDeviceLeInfo,                                                             \
+    (ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId, size_t* leOffset))          \
+  X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                                     \
+    (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements* outReq)) \
+  X(ncclResult_t, ncclGinBarrierCreateRequirement,                                                     \
+    (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle,               \
+     ncclDevResourceRequirements* outReq))                                                             \
+  X(ncclResult_t, ncclLLA2ACreateRequirement,                                                          \
+    (int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements* outReq))      \
+  X(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))                                            \
   X(const char*, ncclActorccVersion, ())
 
 #define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;

@@ -133,6 +133,18 @@ ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
 void ncclParamDumpAll(void);
 #endif
 
+/* 2.32.3's ncclSetEncryption and the device API's host helpers, as nccl4py 0.6.0's bindings
+ * declare them (the toolkit's nccl.h has neither). */
+typedef struct { size_t size; unsigned int magic; unsigned int version; int mode; const char* psk; } enc_config_v23203;
+ncclResult_t ncclSetEncryption(const enc_config_v23203* config);
+typedef struct { int nRanks, rank, stride; } team_t;
+team_t ncclTeamWorld(ncclComm_t comm);
+team_t ncclTeamLsa(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, team_t team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, team_t team, int rank);
+ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, uint32_t* leId, size_t* leOffset);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle, void* outReq);
+
 /* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
  * are managed memory (the host code fills and checks them as before), each rank has its own
  * non-blocking stream, and every call is followed by a wait on that stream. */
@@ -1556,12 +1568,39 @@ static void params_api(void) {
   ncclParamDumpAll();
 }
 
+/* ncclSetEncryption: plaintext (the initializer's mode NONE) is accepted, an encryption request is
+ * refused as NCCL without TLS refuses it; the device API's helpers answer without a device API. */
+static void encryption_and_teams(ncclComm_t comm) {
+  enc_config_v23203 e = {sizeof e, 0xcafebeef, 23203, 0, NULL};
+  NCCLOK(ncclSetEncryption(&e));
+  e.mode = 1;
+  e.psk = "0123456789abcdef0123456789abcdef";
+  CHECK(ncclSetEncryption(&e) == ncclInvalidUsage, "an encryption request was accepted");
+  CHECK(strstr(ncclGetLastError(NULL), "not encrypted"), "encryption refusal: %s", ncclGetLastError(NULL));
+  e.magic = 0;
+  CHECK(ncclSetEncryption(&e) == ncclInvalidArgument && ncclSetEncryption(NULL) == ncclInvalidArgument,
+        "a bad encryption config");
+  team_t w = ncclTeamWorld(comm), l = ncclTeamLsa(comm);
+  CHECK(w.nRanks == 1 && w.rank == 0 && w.stride == 1, "world team %d %d %d", w.nRanks, w.rank, w.stride);
+  CHECK(l.nRanks == 1 && l.rank == 0 && l.stride == 1, "LSA team %d %d %d", l.nRanks, l.rank, l.stride);
+  CHECK(ncclTeamRankToWorld(comm, w, 0) == 0 && ncclTeamRankToLsa(comm, w, 0) == 0, "team rank maps");
+  CHECK(ncclTeamWorld(NULL).nRanks == 0 && ncclTeamRankToWorld(NULL, w, 0) == -1, "a NULL comm's team");
+  uint32_t le = 7;
+  size_t off = 7;
+  CHECK(ncclGetPeerDeviceLeInfo(NULL, 0, 0, &le, &off) == ncclInvalidUsage && le == 0 && off == 0,
+        "ncclGetPeerDeviceLeInfo");
+  CHECK(strstr(ncclGetLastError(NULL), "device API"), "device API refusal: %s", ncclGetLastError(NULL));
+  uint64_t handle = 7;
+  CHECK(ncclLLA2ACreateRequirement(1, 1, &handle, NULL) == ncclInvalidUsage && handle == 0, "LLA2A requirement");
+}
+
 static int mode_api(void) {
-  /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
+  /* The library linked is actorcc's (an NVIDIA NCCL would also answer a version code). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
   int v = 0;
   NCCLOK(ncclGetVersion(&v));
-  CHECK(v == 22809, "ncclGetVersion: %d", v);
+  /* 2.32.3: the newest release whose API the library serves (docs/nccl.md, "The ABI"). */
+  CHECK(v == 23203, "ncclGetVersion: %d", v);
   for (int a = 0; a < kNumResults; ++a) {
     CHECK(ncclGetErrorString((ncclResult_t)a) && *ncclGetErrorString((ncclResult_t)a), "error string %d", a);
     CHECK(!strstr(ncclGetErrorString((ncclResult_t)a), "unknown"), "error %d is unknown: %s", a,
@@ -1646,6 +1685,7 @@ static int mode_api(void) {
   properties_api(comm);
   coll_config_api(comm);
   params_api();
+  encryption_and_teams(comm);
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
   elastic_api();

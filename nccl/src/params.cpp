@@ -71,7 +71,7 @@ const ncclParamHandle* find(const char* key) {
 }
 bool is_row(const ncclParamHandle* h) { return h >= kParams && h < kParams + kNumParams; }
 
-ncclResult_t refuse(const char* fn, const std::string& why) {
+ncclResult_t bad_param(const char* fn, const std::string& why) {
   return set_error(nullptr, ncclInvalidArgument, std::string(fn) + ": " + why);
 }
 std::string unknown(const char* key) {
@@ -100,13 +100,13 @@ thread_local std::vector<const char*> t_keys;
 template <typename T>
 ncclResult_t get_int(ncclParamHandle_t h, T* out, const char* fn) {
   try {
-    if (!h || !is_row(h)) return refuse(fn, "the handle is not one ncclParamBind returned");
-    if (!out) return refuse(fn, std::string(h->key) + ": out is NULL");
+    if (!h || !is_row(h)) return bad_param(fn, "the handle is not one ncclParamBind returned");
+    if (!out) return bad_param(fn, std::string(h->key) + ": out is NULL");
     const auto n = number_of(*h);
-    if (!n) return refuse(fn, std::string(h->key) + " is text, not a number: read it with ncclParamGetStr");
+    if (!n) return bad_param(fn, std::string(h->key) + " is text, not a number: read it with ncclParamGetStr");
     if (*n != std::floor(*n) || *n < static_cast<long double>(std::numeric_limits<T>::min()) ||
         *n > static_cast<long double>(std::numeric_limits<T>::max()))
-      return refuse(fn, std::string(h->key) + " = " + text_of(*h) + " does not fit this integer type");
+      return bad_param(fn, std::string(h->key) + " = " + text_of(*h) + " does not fit this integer type");
     *out = static_cast<T>(*n);
     return ncclSuccess;
   } catch (...) {
@@ -116,9 +116,9 @@ ncclResult_t get_int(ncclParamHandle_t h, T* out, const char* fn) {
 }  // namespace
 
 extern "C" ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key) {
-  if (!out || !key) return refuse("ncclParamBind", out ? "key is NULL" : "out is NULL");
+  if (!out || !key) return bad_param("ncclParamBind", out ? "key is NULL" : "out is NULL");
   const ncclParamHandle* p = find(key);
-  if (!p) return refuse("ncclParamBind", unknown(key));
+  if (!p) return bad_param("ncclParamBind", unknown(key));
   *out = const_cast<ncclParamHandle*>(p);
   return ncclSuccess;
 }
@@ -140,10 +140,10 @@ ACTORCC_NCCL_PARAM_GETTER(ncclParamGetU64, uint64_t)
 extern "C" ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out) {
   const char* fn = "ncclParamGetStr";
   try {
-    if (!h || !is_row(h)) return refuse(fn, "the handle is not one ncclParamBind returned");
-    if (!out) return refuse(fn, std::string(h->key) + ": out is NULL");
+    if (!h || !is_row(h)) return bad_param(fn, "the handle is not one ncclParamBind returned");
+    if (!out) return bad_param(fn, std::string(h->key) + ": out is NULL");
     // NCCL's rule: a typed parameter is read with its typed getter.
-    if (h->kind != Kind::Text) return refuse(fn, std::string(h->key) + " is a number: read it with ncclParamGetI64");
+    if (h->kind != Kind::Text) return bad_param(fn, std::string(h->key) + " is a number: read it with ncclParamGetI64");
     t_str = text_of(*h);
     *out = t_str.c_str();
     return ncclSuccess;
@@ -157,8 +157,8 @@ ACTORCC_NCCL_ALIAS(ncclParamGetStr)
 extern "C" ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len) {
   const char* fn = "ncclParamGet";
   try {
-    if (!h || !is_row(h)) return refuse(fn, "the handle is not one ncclParamBind returned");
-    if (!out || !len) return refuse(fn, std::string(h->key) + ": out or len is NULL");
+    if (!h || !is_row(h)) return bad_param(fn, "the handle is not one ncclParamBind returned");
+    if (!out || !len) return bad_param(fn, std::string(h->key) + ": out or len is NULL");
     std::string bytes;
     if (h->kind == Kind::Text) {
       bytes = text_of(*h);
@@ -172,7 +172,7 @@ extern "C" ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen,
     }
     *len = static_cast<int>(bytes.size());
     if (maxLen < *len)
-      return refuse(fn, std::string(h->key) + " needs " + std::to_string(*len) + " bytes, maxLen is " +
+      return bad_param(fn, std::string(h->key) + " needs " + std::to_string(*len) + " bytes, maxLen is " +
                             std::to_string(maxLen));
     std::memcpy(out, bytes.data(), bytes.size());
     return ncclSuccess;
@@ -185,9 +185,9 @@ ACTORCC_NCCL_ALIAS(ncclParamGet)
 extern "C" ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen) {
   const char* fn = "ncclParamGetParameter";
   try {
-    if (!key || !value || !valueLen) return refuse(fn, "key, value or valueLen is NULL");
+    if (!key || !value || !valueLen) return bad_param(fn, "key, value or valueLen is NULL");
     const ncclParamHandle* p = find(key);
-    if (!p) return refuse(fn, unknown(key));
+    if (!p) return bad_param(fn, unknown(key));
     t_param = text_of(*p);
     *value = t_param.c_str();
     *valueLen = static_cast<int>(t_param.size());
@@ -201,7 +201,7 @@ ACTORCC_NCCL_ALIAS(ncclParamGetParameter)
 extern "C" ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
   const char* fn = "ncclParamGetAllParameterKeys";
   try {
-    if (!table || !tableLen) return refuse(fn, "table or tableLen is NULL");
+    if (!table || !tableLen) return bad_param(fn, "table or tableLen is NULL");
     t_keys.clear();
     for (const auto& p : kParams) t_keys.push_back(p.key);
     *table = t_keys.data();

@@ -15,6 +15,7 @@ using namespace actorcc::ncclabi;
 
 // NCCL's version cuts (dev_runtime.cc of 2.30.7 fills ginType, nLsaTeams, hostRmaSupport and
 // railedGinType only above 2.29.3, where ginType became an int enum).
+constexpr unsigned kPropertiesSince = 22902;  // 2.29.2 introduced the struct
 constexpr unsigned kIntGinTypeSince = 22904;
 constexpr unsigned kCommHashSince = 23100;
 constexpr size_t kGinType8Offset = 34;  // 2.29.2-2.29.3: ncclGinType_t was a uint8_t enum here
@@ -42,6 +43,12 @@ extern "C" ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommPropert
     return set_error(comm, ncclInvalidUsage,
                      std::string(fn) + ": " + rank_prefix(comm) +
                          "props has a wrong magic: initialise it with NCCL_COMM_PROPERTIES_INITIALIZER");
+  // NCCL refuses a version it has no layout for ("not backwards compatible").
+  if (version < kPropertiesSince)
+    return set_error(comm, ncclInvalidUsage,
+                     std::string(fn) + ": " + rank_prefix(comm) + "props version " + std::to_string(version) +
+                         " is older than ncclCommProperties_t (2.29.2): initialise it with "
+                         "NCCL_COMM_PROPERTIES_INITIALIZER");
 #define AT(field) offsetof(ncclCommProperties_t, field)
   put<int>(props, size, AT(rank), c->rank());
   put<int>(props, size, AT(nRanks), c->world_size());

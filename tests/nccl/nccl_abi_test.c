@@ -1422,6 +1422,8 @@ static void properties_api(ncclComm_t comm) {
   struct props_v22907 bad = {sizeof bad, 0xdeadbeef, 22907};
   CHECK(ncclCommQueryProperties(comm, &bad) == ncclInvalidUsage, "props with a wrong magic");
   CHECK(strstr(ncclGetLastError(comm), "NCCL_COMM_PROPERTIES_INITIALIZER"), "wrong magic: %s", ncclGetLastError(comm));
+  struct props_v22907 old = {sizeof old, 0xcafebeef, 22809};
+  CHECK(ncclCommQueryProperties(comm, &old) == ncclInvalidUsage, "props of a release before 2.29.2");
   CHECK(ncclCommQueryProperties(comm, NULL) == ncclInvalidArgument, "NULL props");
   CHECK(ncclCommQueryProperties(NULL, &bad) == ncclInvalidArgument, "NULL comm");
 }

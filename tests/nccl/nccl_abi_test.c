@@ -491,6 +491,30 @@ static void p2p(ncclComm_t comm, uint64_t seed) {
   xstream_free(st);
 }
 
+/* 2.31's nccl*Config collectives across ranks: each rank contributes rank+1; exact results. */
+static void coll_config_ranks(ncclComm_t comm, int rank, int world) {
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.algSelection = "tree";
+  cfg.forceAlgSelection = 0;
+  cudaStream_t st = xstream();
+  float* x = (float*)xalloc(sizeof(float) * world);
+  float* y = (float*)xalloc(sizeof(float) * world);
+  for (int i = 0; i < world; ++i) x[i] = (float)(rank + 1);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclAllReduceConfig(x, y, 1, ncclFloat32, ncclSum, comm, st, &cfg));
+  xsync(st);
+  CHECK(y[0] == world * (world + 1) / 2.0f, "ncclAllReduceConfig across %d ranks: %g", world, y[0]);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllGatherConfig(x, y, 1, ncclFloat32, comm, st, &cfg));
+  NCCLOK(ncclGroupEnd());
+  xsync(st);
+  for (int i = 0; i < world; ++i) CHECK(y[i] == i + 1, "ncclAllGatherConfig: slot %d is %g", i, y[i]);
+  xfree(x);
+  xfree(y);
+  xstream_free(st);
+}
+
 static void wait_ready(ncclComm_t comm);
 
 /* Split by parity, keys reversed, the last rank NOCOLOR; then an all-reduce inside each part. */
@@ -989,30 +1013,6 @@ static int shrinkref_worker(ncclComm_t base, int rank, int world) {
   NCCLOK(ncclCommDestroy(dup));
   NCCLOK(ncclCommDestroy(base));
   return g_fail ? 1 : 0;
-}
-
-/* 2.31's nccl*Config collectives across ranks: each rank contributes rank+1; exact results. */
-static void coll_config_ranks(ncclComm_t comm, int rank, int world) {
-  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
-  cfg.algSelection = "tree";
-  cfg.forceAlgSelection = 0;
-  cudaStream_t st = xstream();
-  float* x = (float*)xalloc(sizeof(float) * world);
-  float* y = (float*)xalloc(sizeof(float) * world);
-  for (int i = 0; i < world; ++i) x[i] = (float)(rank + 1);
-  poison(y, sizeof(float) * world);
-  NCCLOK(ncclAllReduceConfig(x, y, 1, ncclFloat32, ncclSum, comm, st, &cfg));
-  xsync(st);
-  CHECK(y[0] == world * (world + 1) / 2.0f, "ncclAllReduceConfig across %d ranks: %g", world, y[0]);
-  poison(y, sizeof(float) * world);
-  NCCLOK(ncclGroupStart());
-  NCCLOK(ncclAllGatherConfig(x, y, 1, ncclFloat32, comm, st, &cfg));
-  NCCLOK(ncclGroupEnd());
-  xsync(st);
-  for (int i = 0; i < world; ++i) CHECK(y[i] == i + 1, "ncclAllGatherConfig: slot %d is %g", i, y[i]);
-  xfree(x);
-  xfree(y);
-  xstream_free(st);
 }
 
 static int worker(const char* mode, int rank, int world, const char* idhex) {

@@ -2,7 +2,8 @@
  * the CUDA toolkit's real nccl.h (so the struct layouts and enum values are NCCL's own) and
  * linked against our library. Runs on the CPU-only mode (ACTORCC_BACKEND=cpu) over host buffers.
  *
- *   nccl_abi_test api                  version, error strings, config sizes, refusals (1 rank)
+ *   nccl_abi_test api                  version, error strings, config sizes, refusals, properties,
+ *                                      nccl*Config calls, parameters, encryption, teams (1 rank)
  *   nccl_abi_test procs WORLD          WORLD processes: matrix, p2p, split, nonblocking init
  *   nccl_abi_test threads WORLD        WORLD ranks in one process: group init from one thread,
  *                                      matrix on one thread per rank, group-driven calls, InitAll

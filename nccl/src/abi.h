@@ -1,5 +1,6 @@
 // NCCL's C ABI as this library implements it: the enum values, struct layouts and function
-// signatures of NCCL 2.28 (the release whose ABI we claim: kNcclVersionCode). Declared here in
+// signatures of NCCL 2.32.3 (the release whose API we claim: kNcclVersionCode), with the layouts
+// of every older release a caller may pass (read by size and version). Declared here in
 // our own words; the conformance tests in tests/nccl compile against the toolkit's real nccl.h
 // and link against this library, which is what proves that the layouts agree.
 #pragma once
@@ -7,8 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
-// 2.28.9: the NCCL that torch 2.11 ships (nvidia-nccl-cu13 2.28.9).
-inline constexpr int kNcclVersionCode = 22809;
+// The newest NCCL whose whole API this library serves, every function of that nccl.h either
+// implemented or refused with the reason docs/nccl.md gives (2.32.3: nccl4py 0.6.0's release).
+// The one place it is set: ncclGetVersion returns it and the ELF note (note.cpp) names it.
+#define ACTORCC_NCCL_VERSION_CODE 23203
+inline constexpr int kNcclVersionCode = ACTORCC_NCCL_VERSION_CODE;
 
 extern "C" {
 
@@ -32,7 +36,8 @@ typedef enum : int {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8,  // 2.30.3: a call that ran out of time
+  ncclNumResults = 9
 } ncclResult_t;
 
 typedef enum : int {
@@ -56,9 +61,9 @@ inline constexpr int kNcclRevokeDefault = 0x00;  // ncclCommRevoke's only flag (
 inline constexpr unsigned kNcclConfigMagic = 0xcafebeef;
 inline constexpr unsigned kNcclSimInfoMagic = 0x74685283;
 
-// ncclConfig_t, the newest layout we know (2.30: 96 bytes on x86-64). Callers pass the layout of
+// ncclConfig_t, the newest layout we know (2.32: 120 bytes on x86-64). Callers pass the layout of
 // the header they were built with; config.cpp reads it by its `size` and `version`.
-typedef struct ncclConfig_v23000 {
+typedef struct ncclConfig_v23203 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -76,9 +81,15 @@ typedef struct ncclConfig_v23000 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;  // 2.28: 80 bytes
   int nvlinkCentricSched;
-  int fields_v2290[2];      // 2.29: 88 bytes; 2.30: 96 (fields this library does not read)
+  // Fields this library does not read, by the release that added them: 2.29 graphUsageMode,
+  // numRmaCtx (88 bytes); 2.30 maxP2pPeers, graphStreamOrdering (96); 2.31.0 launchOrderImplicit,
+  // numRmaSig, rmaEagerInit and 2.31.1 hostCftMode (112); 2.32 nvlsHostMode (120).
+  int fields_v2290[2];
   int fields_v2300[2];
+  int fields_v2310[4];
+  int fields_v2320[1];
 } ncclConfig_t;
+static_assert(sizeof(ncclConfig_t) == 120, "ncclConfig_t is 2.32's 120 bytes");
 
 typedef struct {
   size_t size;
@@ -87,6 +98,96 @@ typedef struct {
   float estimatedTime;
 } ncclSimInfo_t;
 
+typedef struct CUevent_st* cudaEvent_t;
+
+// 2.32's ncclSetEncryption (encryption.cpp): 32 bytes; mode NONE (0) is plaintext.
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int mode;
+  const char* psk;
+} ncclEncryptionConfig_t;
+static_assert(sizeof(ncclEncryptionConfig_t) == 32, "ncclEncryptionConfig_t is 2.32's 32 bytes");
+
+// The device API's host-side helpers (NCCL's device header; device_api.cpp), as nccl4py 0.6.0
+// binds them: teams are passed and returned by value.
+typedef struct {
+  int nRanks;
+  int rank;
+  int stride;
+} ncclTeam_t;
+typedef uint32_t ncclCftLeId;
+typedef struct { uint32_t bufHandle; int nBarriers; } ncclLsaBarrierHandle_t;
+typedef struct { uint32_t signal0; uint32_t unused; } ncclGinBarrierHandle_t;
+typedef struct { uint32_t bufHandle; uint32_t nSlots; } ncclLLA2AHandle_t;
+struct ncclDevResourceRequirements;
+
+// 2.30.4's parameter API: a handle names one parameter (params.cpp's table; never freed).
+typedef struct ncclParamHandle* ncclParamHandle_t;  // the same opaque type cuda_runtime.h names
+
+// 2.31's vendor options, chained from ncclCollConfig_t.ext (NCCL ignores them all; so do we).
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+// The per-call config of 2.31's nccl*Config collectives, newest layout (2.32.3: 72 bytes; 2.31.2's
+// ends after userProfilerTag, 64 bytes). coll_config.cpp reads it by size and version.
+typedef struct ncclCollConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  ncclConfigExt_t* ext;
+  int minCTAs;
+  int maxCTAs;
+  int nvlsCTAs;
+  int cgaClusterSize;
+  const char* algSelection;
+  int forceAlgSelection;  // NCCL_COLLCONFIG_INITIALIZER: 1
+  int CTAPolicy;          // NCCL_CTA_POLICY_* bits (EFFICIENCY 1, ZERO 2), or unset
+  uint64_t userProfilerTag;
+  cudaEvent_t launchCompletionEvent;  // 2.32
+} ncclCollConfig_t;
+static_assert(sizeof(ncclCollConfig_t) == 72, "ncclCollConfig_t is 2.32's 72 bytes");
+
+// ncclCommQueryProperties' struct (NCCL's device header, nccl_device/core.h), newest layout we
+// know: 2.31.2's, 144 bytes. Layouts by release: 2.29.2-2.29.3 end after ginType, a uint8_t at
+// offset 34 (40 bytes); 2.29.7-2.30 make ginType an int enum at 36 and end after railedGinType
+// (56 bytes); 2.31 adds commHash ... devCommRuntimeVersionSize. properties.cpp writes a field only
+// inside the caller's size and not newer than its version.
+typedef struct ncclCommProperties_v23102 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  int ginType;  // ncclGinType_t: NCCL_GIN_TYPE_NONE 0
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+  uint64_t commHash;  // 2.31
+  int ginMinStride;
+  int ginConnectionType;  // ncclGinConnectionType_t: NCCL_GIN_CONNECTION_NONE 0
+  uint8_t ginSupport[64];
+  size_t devCommRuntimeVersionSize;
+} ncclCommProperties_t;
+static_assert(offsetof(ncclCommProperties_t, ginType) == 36 && offsetof(ncclCommProperties_t, commHash) == 56 &&
+                  sizeof(ncclCommProperties_t) == 144,
+              "ncclCommProperties_t is 2.31.2's layout");
+
 // Opaque here: declared in NCCL's device header; we only refuse them. The functions after
 // ncclDevCommDestroy are 2.29/2.30's (suspend/resume, memory statistics, one-sided signals, the
 // device API's window pointers) that newer torch builds import. ncclCommMemStat_t is an enum
@@ -94,6 +195,33 @@ typedef struct {
 // pointer is: a void* here); ncclWaitSignalDesc_t is only pointed to.
 struct ncclDevComm;
 struct ncclDevCommRequirements;
+
+// 2.31's per-call-config collectives: each plain collective's arguments, then the config.
+#define ACTORCC_NCCL_COLL_CONFIG_LIST(X)                                                                \
+  X(ncclResult_t, ncclAllReduceConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,      \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclBroadcastConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclReduceConfig,                                                                    \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclAllGatherConfig,                                                                 \
+    (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclReduceScatterConfig,                                                             \
+    (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,  \
+     ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))                            \
+  X(ncclResult_t, ncclAlltoAllConfig,                                                                  \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,     \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclGatherConfig,                                                                    \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))                                             \
+  X(ncclResult_t, ncclScatterConfig,                                                                   \
+    (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+     cudaStream_t stream, const ncclCollConfig_t* config))
 
 // Every function below is exported twice, as ncclX and as its profiling alias pncclX
 // (exports.cpp defines the aliases).
@@ -183,6 +311,44 @@ struct ncclDevCommRequirements;
   X(ncclResult_t, ncclGetMultimemDevicePointer, (ncclWindow_t window, size_t offset, void* multimem, void** outPtr)) \
   X(ncclResult_t, ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, int lsaRank, void** outPtr)) \
   X(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr)) \
+  X(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, ncclCommProperties_t * props))            \
+  ACTORCC_NCCL_COLL_CONFIG_LIST(X)                                                                      \
+  X(ncclResult_t, ncclParamBind, (ncclParamHandle_t * out, const char* key))                           \
+  X(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t* out))                                  \
+  X(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t* out))                                \
+  X(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t h, int32_t* out))                                \
+  X(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t h, int64_t* out))                                \
+  X(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t h, uint8_t* out))                                 \
+  X(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t* out))                               \
+  X(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t* out))                               \
+  X(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t* out))                               \
+  X(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char** out))                            \
+  X(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len))                \
+  X(ncclResult_t, ncclParamGetParameter, (const char* key, const char** value, int* valueLen))         \
+  X(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** table, int* tableLen))                  \
+  X(void, ncclParamDumpAll, ())                                                                        \
+  X(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t* config))                           \
+  X(ncclTeam_t, ncclTeamWorld, (ncclComm_t comm))                                                      \
+  X(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm))                                                        \
+  X(ncclTeam_t, ncclTeamRail, (ncclComm_t comm))                                                       \
+  X(ncclTeam_t, ncclTeamCft, (ncclComm_t comm, int mode))                                              \
+  X(ncclTeam_t, ncclTeamCftMultimem, (ncclComm_t comm))                                                \
+  X(int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank))                            \
+  X(int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank))                              \
+  X(ncclResult_t, ncclGetMultimemDeviceLeInfo,                                                         \
+    (ncclWindow_t window, size_t offset, ncclCftLeId* leId, size_t* leOffset))                         \
+  X(ncclResult_t, ncclGetCftDeviceLeInfo,                                                              \
+    (ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset)) \
+  X(ncclResult_t, ncclGetPeerDeviceLeInfo,                                                             \
+    (ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId, size_t* leOffset))          \
+  X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                                     \
+    (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements* outReq)) \
+  X(ncclResult_t, ncclGinBarrierCreateRequirement,                                                     \
+    (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle,               \
+     ncclDevResourceRequirements* outReq))                                                             \
+  X(ncclResult_t, ncclLLA2ACreateRequirement,                                                          \
+    (int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements* outReq))      \
+  X(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))                                            \
   X(const char*, ncclActorccVersion, ())
 
 #define ACTORCC_NCCL_DECLARE(ret, name, args) __attribute__((visibility("default"))) ret name args;

@@ -1,6 +1,7 @@
 // The collectives: ncclAllReduce, ncclReduceScatter, ncclReduce, ncclAllGather, ncclBroadcast,
-// ncclBcast, ncclAlltoAll, ncclGather, ncclScatter. Each is one CollCall, run now or deferred to
-// the group's end. A reducing call goes to the reduction adapters first (adapt.hpp: fp8,
+// ncclBcast, ncclAlltoAll, ncclGather, ncclScatter, and 2.31's nccl*Config forms, which the plain
+// ones are with a NULL config (as in NCCL). Each is one CollCall, run now or deferred to the
+// group's end. A reducing call goes to the reduction adapters first (adapt.hpp: fp8,
 // unsigned min/max/avg, PreMulSum); what they decline maps onto the core's dtypes and ops.
 // Calls that only move bytes take every dtype.
 #include "comm.hpp"
@@ -56,7 +57,8 @@ DataType bytes_dtype(int dtype, const char* fn, int rank) {
   return kTypes[dtype].core;
 }
 
-void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
+namespace {
+void run_call(Communicator& c, ncclComm* comm, const CollCall& k) {
   const char* fn = kNames[static_cast<int>(k.kind)];
   switch (k.kind) {
     case CollKind::AllReduce:
@@ -105,10 +107,25 @@ void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
   }
 }
 
+}  // namespace
+
+void run_coll(Communicator& c, ncclComm* comm, const CollCall& k) {
+  run_call(c, comm, k);
+  if (k.done_event) record_event(k.done_event, k.stream, c.rank());
+}
+
 namespace {
-// Runs `call` now, or defers it when a group is open on this thread.
-ncclResult_t issue(ncclComm* comm, const CollCall& call) noexcept {
-  const char* fn = kNames[static_cast<int>(call.kind)];
+// Runs `call` now, or defers it when a group is open on this thread. A bad config is refused on
+// this rank alone, before the comm is looked at (NCCL checks it locally too), and the group it was
+// issued in is left as it was.
+ncclResult_t issue(ncclComm* comm, CollCall call, const ncclCollConfig_t* config, const char* fn) noexcept {
+  try {
+    if (const std::string bad = read_coll_config(config, &call); !bad.empty())
+      return set_error(valid(comm) ? comm : nullptr, ncclInvalidArgument,
+                       std::string(fn) + ": " + (valid(comm) ? rank_prefix(comm) : std::string()) + bad);
+  } catch (...) {
+    return fail_current(valid(comm) ? comm : nullptr, fn);
+  }
   if (in_group()) {
     if (!valid(comm)) return bad_comm(fn, comm);
     return guarded(comm, fn, [&] {
@@ -133,58 +150,53 @@ ncclResult_t issue(ncclComm* comm, const CollCall& call) noexcept {
 
 using namespace actorcc::ncclabi;
 
-extern "C" ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclAllReduce)
+// Each collective's plain form and its 2.31 nccl*Config form: the same CollCall, with the config
+// (NULL for the plain form) and the name its errors give.
+#define ACTORCC_NCCL_COLL_PAIR(name, params, ...)                                              \
+  extern "C" ncclResult_t name params { return issue(comm, __VA_ARGS__, nullptr, #name); }      \
+  ACTORCC_NCCL_ALIAS(name)                                                                     \
+  extern "C" ncclResult_t name##Config(ACTORCC_NCCL_UNPAREN params, const ncclCollConfig_t* config) { \
+    return issue(comm, __VA_ARGS__, config, #name "Config");                                   \
+  }                                                                                            \
+  ACTORCC_NCCL_ALIAS(name##Config)
+#define ACTORCC_NCCL_UNPAREN(...) __VA_ARGS__
 
-extern "C" ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                          cudaStream_t stream) {
-  return issue(comm, {CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclReduceScatter)
+ACTORCC_NCCL_COLL_PAIR(ncclAllReduce,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclReduceScatter,
+                       (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclReduce,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclAllGather,
+                       (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, 0, 0, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclBroadcast,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::Broadcast, sendbuff, recvbuff, count, datatype, 0, root, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclAlltoAll,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::AllToAll, sendbuff, recvbuff, count, datatype, 0, 0, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclGather,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::Gather, sendbuff, recvbuff, count, datatype, 0, root, stream})
+ACTORCC_NCCL_COLL_PAIR(ncclScatter,
+                       (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream),
+                       {CollKind::Scatter, sendbuff, recvbuff, count, datatype, 0, root, stream})
 
-extern "C" ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclReduce)
-
-extern "C" ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                      ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, 0, 0, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclAllGather)
-
-extern "C" ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                      int root, ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::Broadcast, sendbuff, recvbuff, count, datatype, 0, root, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclBroadcast)
-
-// The legacy in-place broadcast.
+// The legacy in-place broadcast (no Config form).
 extern "C" ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream) {
-  return issue(comm, {CollKind::Broadcast, buff, buff, count, datatype, 0, root, stream});
+  return issue(comm, {CollKind::Broadcast, buff, buff, count, datatype, 0, root, stream}, nullptr, "ncclBcast");
 }
 ACTORCC_NCCL_ALIAS(ncclBcast)
-
-extern "C" ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                     ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::AllToAll, sendbuff, recvbuff, count, datatype, 0, 0, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclAlltoAll)
-
-extern "C" ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                   int root, ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, 0, root, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclGather)
-
-extern "C" ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                    int root, ncclComm_t comm, cudaStream_t stream) {
-  return issue(comm, {CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, 0, root, stream});
-}
-ACTORCC_NCCL_ALIAS(ncclScatter)

@@ -35,6 +35,8 @@ struct CollCall {
   int op;
   int root;
   void* stream;
+  // ncclCollConfig_t.launchCompletionEvent (2.32): recorded on `stream` once the call is issued.
+  void* done_event = nullptr;
 };
 
 // What an ncclCommRegister or ncclCommWindowRegister handle names (memory.cpp).
@@ -153,6 +155,12 @@ std::string read_config(const ncclConfig_t* cfg, CommConfig* out);
 // ncclInvalidArgument with the text set, naming `fn`.
 ncclResult_t parse_config(const ncclConfig_t* cfg, CommConfig* out, const char* fn) noexcept;
 
+// --- coll_config.cpp ------------------------------------------------------------------------
+// Reads an nccl*Config call's ncclCollConfig_t as NCCL 2.31/2.32 do (by size and version; NULL:
+// the plain call) into `call`; returns what is wrong with it (empty when nothing is). Checked on
+// the calling rank alone, before the communicator is looked at, as NCCL does.
+std::string read_coll_config(const ncclCollConfig_t* cfg, CollCall* call);
+
 // --- device.cpp -----------------------------------------------------------------------------
 int current_device() noexcept;  // -1 when no GPU is usable or ACTORCC_BACKEND=cpu
 void set_device(int device) noexcept;
@@ -163,6 +171,9 @@ void set_device(int device) noexcept;
 // last peer stopped answering; what else runs on the device is the caller's (NCCL's finalize
 // waits for its own work the same way).
 void finish_device_work(int device, int rank);  // rank: named in its error
+// cudaEventRecord(event, stream) for a collective's launchCompletionEvent; throws CudaError naming
+// `rank`, or Unsupported in a build without CUDA.
+void record_event(void* event, void* stream, int rank);
 // A copy of a call's input that its output overlaps, made on the call's stream (`device` >= 0:
 // stream-ordered device memory, freed on that stream after the call is enqueued, so a CUDA graph
 // captures the allocation too) or on the host (the CPU backend).

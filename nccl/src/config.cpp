@@ -1,7 +1,7 @@
 // ncclConfig_t read as NCCL reads it: the caller's struct has the layout of the header it was
-// built with (48 bytes for 2.18-2.26, 72 for 2.27, 80 for 2.28, 88 for 2.29, 96 for 2.30), so a
-// field counts only if it lies inside the caller's `size` and its release is not newer than the
-// caller's `version`; every other field is unset.
+// built with (48 bytes for 2.18-2.26, 72 for 2.27, 80 for 2.28, 88 for 2.29, 96 for 2.30, 112 for
+// 2.31, 120 for 2.32), so a field counts only if it lies inside the caller's `size` and its release
+// is not newer than the caller's `version`; every other field is unset.
 #include <cstddef>
 #include <cstdio>
 #include <cstring>

@@ -55,6 +55,20 @@ void finish_device_work(int device, int rank) {
 #endif
 }
 
+void record_event(void* event, void* stream, int rank) {
+#if ACTORCC_WITH_CUDA
+  const cudaError_t e = cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(std::string("recording the config's launchCompletionEvent: ") + cudaGetErrorString(e), rank);
+  }
+#else
+  (void)event;
+  (void)stream;
+  throw UnsupportedError("a launchCompletionEvent needs a CUDA build of this library", rank);
+#endif
+}
+
 StagedInput::StagedInput(const void* src, size_t bytes, void* stream, int device, int rank)
     : stream_(stream), device_(device >= 0) {
 #if ACTORCC_WITH_CUDA

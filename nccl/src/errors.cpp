@@ -18,8 +18,12 @@ thread_local std::string t_returned;
 
 ncclResult_t to_nccl(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::Remote:
-    case ErrorCode::Timeout: return ncclRemoteError;
+    case ErrorCode::Remote: return ncclRemoteError;
+    // A wait that ran past ACTORCC_TIMEOUT_S or the join timeout: NCCL 2.30.3's code for a call
+    // that ran out of time (NCCL itself never times a host call out; its device API's barriers
+    // return it). A client built against an older nccl.h sees an unknown code, still an error,
+    // and ncclGetErrorString names it.
+    case ErrorCode::Timeout: return ncclTimeout;
     case ErrorCode::InvalidArgument: return ncclInvalidArgument;
     case ErrorCode::Cuda: return ncclUnhandledCudaError;
     case ErrorCode::System: return ncclSystemError;
@@ -93,6 +97,7 @@ extern "C" const char* ncclGetErrorString(ncclResult_t result) {
     case ncclInvalidUsage: return "invalid usage, or a call this library does not serve (ncclGetLastError says why)";
     case ncclRemoteError: return "remote error: a peer failed, aborted, timed out or left (ncclGetLastError names it)";
     case ncclInProgress: return "operation in progress";
+    case ncclTimeout: return "timeout: a wait ran out of time, a peer stopped answering (ncclGetLastError names it)";
     default: return "unknown result code";
   }
 }

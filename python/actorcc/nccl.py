@@ -8,7 +8,7 @@ and which NCCL a process would load.
     import actorcc.nccl
     actorcc.nccl.library_path()       # .../actorcc/lib/libnccl.so.2
     actorcc.nccl.env("preload")       # {"LD_PRELOAD": ..., "VLLM_NCCL_SO_PATH": ..., ...}
-    actorcc.nccl.check()              # {"provider": "actorcc", "version": "2.28.9", ...}
+    actorcc.nccl.check()              # {"provider": "actorcc", "version": "2.32.3", ...}
 
 Two ways to turn it on (docs/nccl-use.md): "preload" puts the library in LD_PRELOAD, so it is
 the process's libnccl.so.2 before anything asks; "audit" sets LD_AUDIT to a small loader

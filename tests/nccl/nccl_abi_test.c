@@ -2,7 +2,8 @@
  * the CUDA toolkit's real nccl.h (so the struct layouts and enum values are NCCL's own) and
  * linked against our library. Runs on the CPU-only mode (ACTORCC_BACKEND=cpu) over host buffers.
  *
- *   nccl_abi_test api                  version, error strings, config sizes, refusals (1 rank)
+ *   nccl_abi_test api                  version, error strings, config sizes, refusals, properties,
+ *                                      nccl*Config calls, parameters, encryption, teams (1 rank)
  *   nccl_abi_test procs WORLD          WORLD processes: matrix, p2p, split, nonblocking init
  *   nccl_abi_test threads WORLD        WORLD ranks in one process: group init from one thread,
  *                                      matrix on one thread per rank, group-driven calls, InitAll
@@ -49,6 +50,101 @@ ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                           ncclConfig_t* config);
 #endif
+
+/* ncclTimeout is 2.30.3's (its nccl.h: ncclTimeout = 8, ncclNumResults = 9); the toolkit's nccl.h
+ * may be older. */
+#if NCCL_VERSION_CODE < 23003
+#define ncclTimeout ((ncclResult_t)8)
+#endif
+#define kNumResults 9
+
+/* ncclCommQueryProperties' struct in each layout, member for member as NCCL's device header
+ * (nccl_device/core.h) of the tag declares it; the toolkit's nccl.h (2.28) has none. The 2.31.2
+ * layout is the one NVIDIA's nccl4py bindings generated from that release declare. */
+struct props_v22902 { /* v2.29.2-1 (and 2.29.3): ginType a uint8_t enum */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; uint8_t ginType;
+};
+struct props_v22907 { /* v2.29.7-1 to v2.30.7-1 */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; int ginType;
+  int nLsaTeams; _Bool hostRmaSupport; int railedGinType;
+};
+struct props_v23102 { /* 2.31.2 */
+  size_t size; unsigned int magic; unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  _Bool deviceApiSupport, multimemSupport; int ginType;
+  int nLsaTeams; _Bool hostRmaSupport; int railedGinType;
+  uint64_t commHash; int ginMinStride; int ginConnectionType; uint8_t ginSupport[64];
+  size_t devCommRuntimeVersionSize;
+};
+_Static_assert(sizeof(struct props_v22902) == 40 && sizeof(struct props_v22907) == 56 &&
+                   sizeof(struct props_v23102) == 144, "property layouts");
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* props);
+
+/* ncclCollConfig_t of 2.32.3's nccl.h (NVIDIA/nccl 12df1a1, NCCL 2.32.3); 2.31.2's ends after
+ * userProfilerTag (64 bytes). */
+#if NCCL_VERSION_CODE < 23100
+typedef struct {
+  size_t size; unsigned int magic; unsigned int version;
+  void* ext;
+  int minCTAs, maxCTAs, nvlsCTAs, cgaClusterSize;
+  const char* algSelection;
+  int forceAlgSelection, CTAPolicy;
+  uint64_t userProfilerTag;
+  void* launchCompletionEvent;
+} ncclCollConfig_t;
+#define NCCL_COLLCONFIG_INITIALIZER                                                                  \
+  {sizeof(ncclCollConfig_t), 0xcafebeef, 23203, NULL, INT_MIN, INT_MIN, INT_MIN, INT_MIN, NULL, 1, INT_MIN, 0, \
+   NULL}
+ncclResult_t ncclAllReduceConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclBroadcastConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclReduceConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t,
+                              const ncclCollConfig_t*);
+ncclResult_t ncclAllGatherConfig(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                 const ncclCollConfig_t*);
+ncclResult_t ncclReduceScatterConfig(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                     cudaStream_t, const ncclCollConfig_t*);
+ncclResult_t ncclAlltoAllConfig(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                const ncclCollConfig_t*);
+ncclResult_t ncclGatherConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                              const ncclCollConfig_t*);
+ncclResult_t ncclScatterConfig(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                               const ncclCollConfig_t*);
+#endif
+_Static_assert(sizeof(ncclCollConfig_t) == 72, "2.32.3's ncclCollConfig_t");
+
+/* The parameter API as 2.30.4's nccl.h declares it. */
+#if NCCL_VERSION_CODE < 23004
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+void ncclParamDumpAll(void);
+#endif
+
+/* 2.32.3's ncclSetEncryption and the device API's host helpers, as nccl4py 0.6.0's bindings
+ * declare them (the toolkit's nccl.h has neither). */
+typedef struct { size_t size; unsigned int magic; unsigned int version; int mode; const char* psk; } enc_config_v23203;
+ncclResult_t ncclSetEncryption(const enc_config_v23203* config);
+typedef struct { int nRanks, rank, stride; } team_t;
+team_t ncclTeamWorld(ncclComm_t comm);
+team_t ncclTeamLsa(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, team_t team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, team_t team, int rank);
+ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, uint32_t* leId, size_t* leOffset);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle, void* outReq);
 
 /* GPU mode (NCCL_ABI_TEST_GPU=1, builds with CUDA): the same checks on the CUDA backend. Buffers
  * are managed memory (the host code fills and checks them as before), each rank has its own
@@ -396,6 +492,30 @@ static void p2p(ncclComm_t comm, uint64_t seed) {
   xstream_free(st);
 }
 
+/* 2.31's nccl*Config collectives across ranks: each rank contributes rank+1; exact results. */
+static void coll_config_ranks(ncclComm_t comm, int rank, int world) {
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.algSelection = "tree";
+  cfg.forceAlgSelection = 0;
+  cudaStream_t st = xstream();
+  float* x = (float*)xalloc(sizeof(float) * world);
+  float* y = (float*)xalloc(sizeof(float) * world);
+  for (int i = 0; i < world; ++i) x[i] = (float)(rank + 1);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclAllReduceConfig(x, y, 1, ncclFloat32, ncclSum, comm, st, &cfg));
+  xsync(st);
+  CHECK(y[0] == world * (world + 1) / 2.0f, "ncclAllReduceConfig across %d ranks: %g", world, y[0]);
+  poison(y, sizeof(float) * world);
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllGatherConfig(x, y, 1, ncclFloat32, comm, st, &cfg));
+  NCCLOK(ncclGroupEnd());
+  xsync(st);
+  for (int i = 0; i < world; ++i) CHECK(y[i] == i + 1, "ncclAllGatherConfig: slot %d is %g", i, y[i]);
+  xfree(x);
+  xfree(y);
+  xstream_free(st);
+}
+
 static void wait_ready(ncclComm_t comm);
 
 /* Split by parity, keys reversed, the last rank NOCOLOR; then an all-reduce inside each part. */
@@ -725,9 +845,10 @@ static int stall_worker(ncclComm_t comm, int rank) {
   struct abort_arg a = {comm, ncclSuccess, 0};
   blocked_call(&a);
   const ncclResult_t s = wait_async_error(comm, 10);
-  CHECK(g_gpu || a.result == ncclRemoteError, "the stalled call returned %d", (int)a.result);
+  /* The rank that waited ran out of time: ncclTimeout (2.30.3), in the call and the async state. */
+  CHECK(g_gpu || a.result == ncclTimeout, "the stalled call returned %d", (int)a.result);
   CHECK(a.took < 8, "the stalled call took %.2f s (timeout 2 s)", a.took);
-  CHECK(s == ncclRemoteError, "async error after the stall: %d", (int)s);
+  CHECK(s == ncclTimeout, "async error after the stall: %d", (int)s);
   CHECK(strstr(ncclGetLastError(comm), "rank 1") || strstr(ncclGetLastError(comm), "rank(s) 1"),
         "the stall error does not name rank 1: %s", ncclGetLastError(comm));
   fprintf(stderr, "stall: %.2f s: %s\n", a.took, ncclGetLastError(comm));
@@ -910,6 +1031,7 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     if (rank != 0) wait_ready(comm);
     matrix(comm, seed);
     p2p(comm, seed);
+    coll_config_ranks(comm, rank, world);
     split(comm);
     NCCLOK(ncclCommFinalize(comm));
     NCCLOK(ncclCommDestroy(comm));
@@ -1263,14 +1385,232 @@ static int mode_group_release(void) {
   return g_fail ? 1 : 0;
 }
 
+/* ncclCommQueryProperties in each layout: honest values (the device API is not served), written
+ * only inside the caller's size; a struct not made by the initializer is refused. */
+static void properties_api(ncclComm_t comm) {
+  unsigned char buf[256];
+  struct { size_t size; unsigned version; } layouts[] = {{40, 22902}, {56, 22907}, {56, 23007}, {144, 23102}};
+  for (int i = 0; i < 4; ++i) {
+    memset(buf, 0x5A, sizeof buf); /* the caller's bytes, and a canary past its struct */
+    memset(buf, 0, layouts[i].size);
+    struct props_v23102* p = (struct props_v23102*)buf;
+    p->size = layouts[i].size;
+    p->magic = 0xcafebeef;
+    p->version = layouts[i].version;
+    p->rank = p->nRanks = p->cudaDev = p->nvmlDev = 77;
+    NCCLOK(ncclCommQueryProperties(comm, buf));
+    CHECK(p->rank == 0 && p->nRanks == 1 && p->cudaDev == -1, "props %u: rank %d nRanks %d cudaDev %d",
+          layouts[i].version, p->rank, p->nRanks, p->cudaDev);
+    CHECK(!p->deviceApiSupport && !p->multimemSupport, "props %u: device API claimed", layouts[i].version);
+    if (layouts[i].version < 22907) {
+      CHECK(((struct props_v22902*)buf)->ginType == 0, "props 22902: ginType");
+    } else {
+      struct props_v22907* q = (struct props_v22907*)buf;
+      CHECK(q->ginType == 0 && q->nLsaTeams == 0 && !q->hostRmaSupport && q->railedGinType == 0,
+            "props %u: ginType %d nLsaTeams %d railed %d", layouts[i].version, q->ginType, q->nLsaTeams,
+            q->railedGinType);
+    }
+    if (layouts[i].version >= 23100) {
+      int zero = 1;
+      for (int k = 0; k < 64; ++k) zero &= p->ginSupport[k] == 0;
+      CHECK(p->commHash == 0 && p->ginMinStride == INT_MAX && p->ginConnectionType == 0 && zero &&
+                p->devCommRuntimeVersionSize == 0,
+            "props 23102: stride %d connection %d", p->ginMinStride, p->ginConnectionType);
+    }
+    for (size_t k = layouts[i].size; k < sizeof buf; ++k)
+      if (buf[k] != 0x5A) {
+        CHECK(0, "props %u (%zu bytes) wrote byte %zu", layouts[i].version, layouts[i].size, k);
+        break;
+      }
+  }
+  struct props_v22907 bad = {sizeof bad, 0xdeadbeef, 22907};
+  CHECK(ncclCommQueryProperties(comm, &bad) == ncclInvalidUsage, "props with a wrong magic");
+  CHECK(strstr(ncclGetLastError(comm), "NCCL_COMM_PROPERTIES_INITIALIZER"), "wrong magic: %s", ncclGetLastError(comm));
+  struct props_v22907 old = {sizeof old, 0xcafebeef, 22809};
+  CHECK(ncclCommQueryProperties(comm, &old) == ncclInvalidUsage, "props of a release before 2.29.2");
+  CHECK(ncclCommQueryProperties(comm, NULL) == ncclInvalidArgument, "NULL props");
+  CHECK(ncclCommQueryProperties(NULL, &bad) == ncclInvalidArgument, "NULL comm");
+}
+
+/* 2.31's nccl*Config collectives on one rank: each is its plain collective (2.31.2's 64-byte and
+ * 2.32.3's 72-byte struct, and NULL); a bad config is refused on the caller alone, naming the
+ * field, and leaves the comm and an open group as they were. */
+static void coll_config_api(ncclComm_t comm) {
+  ncclCollConfig_t full = NCCL_COLLCONFIG_INITIALIZER;
+  ncclCollConfig_t v2312 = NCCL_COLLCONFIG_INITIALIZER;
+  v2312.size = 64;
+  v2312.version = 23102;
+  v2312.launchCompletionEvent = (void*)0x1; /* outside a 2.31 caller's struct: never read */
+  full.algSelection = "ring";
+  full.maxCTAs = 4;
+  const ncclCollConfig_t* cfgs[] = {&full, &v2312, NULL};
+  for (int i = 0; i < 3; ++i) {
+    float x[2] = {1.5f, 2.5f}, y[2] = {0, 0};
+    NCCLOK(ncclAllReduceConfig(x, y, 2, ncclFloat32, ncclSum, comm, NULL, cfgs[i]));
+    CHECK(y[0] == 1.5f && y[1] == 2.5f, "ncclAllReduceConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclBroadcastConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclBroadcastConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclReduceConfig(x, y, 2, ncclFloat32, ncclMax, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclReduceConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclAllGatherConfig(x, y, 2, ncclFloat32, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclAllGatherConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclReduceScatterConfig(x, y, 2, ncclFloat32, ncclSum, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclReduceScatterConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclAlltoAllConfig(x, y, 2, ncclFloat32, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclAlltoAllConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclGatherConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclGatherConfig %d", i);
+    y[0] = y[1] = 0;
+    NCCLOK(ncclScatterConfig(x, y, 2, ncclFloat32, 0, comm, NULL, cfgs[i]));
+    CHECK(y[1] == 2.5f, "ncclScatterConfig %d", i);
+  }
+  struct { const char* what; const char* text; size_t size; unsigned magic; int force, policy; } bad[] = {
+      {"size 32", "size 32", 32, 0xcafebeef, 1, INT_MIN},
+      {"wrong magic", "magic", 72, 0xdeadbeef, 1, INT_MIN},
+      {"forceAlgSelection 2", "forceAlgSelection", 72, 0xcafebeef, 2, INT_MIN},
+      {"CTAPolicy 9", "CTAPolicy", 72, 0xcafebeef, 1, 9},
+  };
+  float x = 4, y = 0;
+  NCCLOK(ncclGroupStart());
+  NCCLOK(ncclAllReduceConfig(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL, &full));
+  for (int i = 0; i < 4; ++i) {
+    ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+    c.size = bad[i].size;
+    c.magic = bad[i].magic;
+    c.forceAlgSelection = bad[i].force;
+    c.CTAPolicy = bad[i].policy;
+    float z = 0;
+    CHECK(ncclAllReduceConfig(&x, &z, 1, ncclFloat32, ncclSum, comm, NULL, &c) == ncclInvalidArgument,
+          "config with %s accepted", bad[i].what);
+    CHECK(strstr(ncclGetLastError(comm), bad[i].text) && strstr(ncclGetLastError(comm), "ncclAllReduceConfig"),
+          "%s: %s", bad[i].what, ncclGetLastError(comm));
+  }
+  NCCLOK(ncclGroupEnd());
+  CHECK(y == 4, "the group's configured all-reduce gave %g", y);
+#ifndef NCCL_ABI_TEST_CUDA
+  /* A build without CUDA cannot record a CUDA event: refused, not skipped. */
+  full.launchCompletionEvent = (void*)0x1;
+  CHECK(ncclAllReduceConfig(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL, &full) == ncclInvalidArgument,
+        "a launchCompletionEvent was accepted without CUDA");
+#endif
+}
+
+/* ncclParam*: actorcc's settings (and the NCCL names that mean the same) by key, typed and as text,
+ * the values the library runs with; every other key is unknown. */
+static void params_api(void) {
+  const char** keys = NULL;
+  int nkeys = 0;
+  NCCLOK(ncclParamGetAllParameterKeys(&keys, &nkeys));
+  int timeout = 0, algo = 0;
+  for (int i = 0; i < nkeys; ++i) {
+    timeout |= strcmp(keys[i], "ACTORCC_TIMEOUT_S") == 0;
+    algo |= strcmp(keys[i], "NCCL_ALGO") == 0;
+  }
+  CHECK(nkeys >= 9 && timeout && algo, "parameter keys: %d", nkeys);
+  ncclParamHandle_t h = NULL, t = NULL;
+  CHECK(ncclParamBind(&h, "NCCL_IB_HCA") == ncclInvalidArgument, "an NCCL transport key was bound");
+  CHECK(strstr(ncclGetLastError(NULL), "unknown parameter 'NCCL_IB_HCA'"), "unknown key: %s", ncclGetLastError(NULL));
+  CHECK(ncclParamBind(NULL, "ACTORCC_TIMEOUT_S") == ncclInvalidArgument, "NULL out");
+  NCCLOK(ncclParamBind(&t, "ACTORCC_TIMEOUT_S"));
+  setenv("ACTORCC_TIMEOUT_S", "7", 1);
+  int32_t i32 = 0;
+  int8_t i8 = 0;
+  NCCLOK(ncclParamGetI32(t, &i32));
+  NCCLOK(ncclParamGetI8(t, &i8));
+  CHECK(i32 == 7 && i8 == 7, "ACTORCC_TIMEOUT_S=7 read as %d / %d", (int)i32, (int)i8);
+  double d = 0;
+  int len = 0;
+  NCCLOK(ncclParamGet(t, &d, sizeof d, &len));
+  CHECK(len == 8 && d == 7.0, "raw ACTORCC_TIMEOUT_S: %d bytes, %g", len, d);
+  CHECK(ncclParamGet(t, &d, 4, &len) == ncclInvalidArgument && len == 8, "a 4-byte buffer took %d bytes", len);
+  const char* str = NULL;
+  CHECK(ncclParamGetStr(t, &str) == ncclInvalidArgument, "GetStr of a number");
+  setenv("ACTORCC_TIMEOUT_S", "2.5", 1);
+  CHECK(ncclParamGetI32(t, &i32) == ncclInvalidArgument, "2.5 s read as an integer");
+  NCCLOK(ncclParamGetParameter("ACTORCC_TIMEOUT_S", &str, &len));
+  CHECK(strcmp(str, "2.5") == 0 && len == 3, "ACTORCC_TIMEOUT_S as text: '%s' (%d)", str, len);
+  setenv("ACTORCC_TIMEOUT_S", "5", 1);
+  /* Unset: the default the library runs with. */
+  const char* join = getenv("ACTORCC_JOIN_TIMEOUT_S");
+  char saved[64];
+  snprintf(saved, sizeof saved, "%s", join ? join : "");
+  unsetenv("ACTORCC_JOIN_TIMEOUT_S");
+  NCCLOK(ncclParamGetParameter("ACTORCC_JOIN_TIMEOUT_S", &str, &len));
+  CHECK(strcmp(str, "600") == 0, "default join timeout: '%s'", str);
+  if (join) setenv("ACTORCC_JOIN_TIMEOUT_S", saved, 1);
+  /* Integer widths, and a malformed value named. */
+  NCCLOK(ncclParamBind(&h, "ACTORCC_WORKSPACE_BYTES"));
+  setenv("ACTORCC_WORKSPACE_BYTES", "300", 1);
+  uint8_t u8 = 0;
+  uint16_t u16 = 0;
+  CHECK(ncclParamGetU8(h, &u8) == ncclInvalidArgument, "300 fit a uint8_t");
+  NCCLOK(ncclParamGetU16(h, &u16));
+  CHECK(u16 == 300, "ACTORCC_WORKSPACE_BYTES=300 read as %u", (unsigned)u16);
+  setenv("ACTORCC_WORKSPACE_BYTES", "lots", 1);
+  int64_t i64 = 0;
+  CHECK(ncclParamGetI64(h, &i64) == ncclInvalidArgument, "a malformed value was read");
+  CHECK(strstr(ncclGetLastError(NULL), "ACTORCC_WORKSPACE_BYTES"), "malformed value: %s", ncclGetLastError(NULL));
+  unsetenv("ACTORCC_WORKSPACE_BYTES");
+  /* An NCCL name with an actorcc meaning, bound with or without its prefix. */
+  ncclParamHandle_t a = NULL, a2 = NULL;
+  NCCLOK(ncclParamBind(&a, "ALGO"));
+  NCCLOK(ncclParamBind(&a2, "NCCL_ALGO"));
+  CHECK(a == a2, "ALGO and NCCL_ALGO are different parameters");
+  setenv("ACTORCC_ALGO", "oneshot", 1);
+  NCCLOK(ncclParamGetStr(a, &str));
+  CHECK(strcmp(str, "oneshot") == 0, "NCCL_ALGO: '%s'", str);
+  CHECK(ncclParamGetI32(a, &i32) == ncclInvalidArgument, "text read as a number");
+  unsetenv("ACTORCC_ALGO");
+  NCCLOK(ncclParamGetStr(a, &str));
+  CHECK(strcmp(str, "") == 0, "NCCL_ALGO unset: '%s'", str);
+  CHECK(ncclParamGetI32((ncclParamHandle_t)&len, &i32) == ncclInvalidArgument, "a foreign handle was read");
+  CHECK(ncclParamGetI32(t, NULL) == ncclInvalidArgument, "NULL out");
+  ncclParamDumpAll();
+}
+
+/* ncclSetEncryption: plaintext (the initializer's mode NONE) is accepted, an encryption request is
+ * refused as NCCL without TLS refuses it; the device API's helpers answer without a device API. */
+static void encryption_and_teams(ncclComm_t comm) {
+  enc_config_v23203 e = {sizeof e, 0xcafebeef, 23203, 0, NULL};
+  NCCLOK(ncclSetEncryption(&e));
+  e.mode = 1;
+  e.psk = "0123456789abcdef0123456789abcdef";
+  CHECK(ncclSetEncryption(&e) == ncclInvalidUsage, "an encryption request was accepted");
+  CHECK(strstr(ncclGetLastError(NULL), "not encrypted"), "encryption refusal: %s", ncclGetLastError(NULL));
+  e.magic = 0;
+  CHECK(ncclSetEncryption(&e) == ncclInvalidArgument && ncclSetEncryption(NULL) == ncclInvalidArgument,
+        "a bad encryption config");
+  team_t w = ncclTeamWorld(comm), l = ncclTeamLsa(comm);
+  CHECK(w.nRanks == 1 && w.rank == 0 && w.stride == 1, "world team %d %d %d", w.nRanks, w.rank, w.stride);
+  CHECK(l.nRanks == 1 && l.rank == 0 && l.stride == 1, "LSA team %d %d %d", l.nRanks, l.rank, l.stride);
+  CHECK(ncclTeamRankToWorld(comm, w, 0) == 0 && ncclTeamRankToLsa(comm, w, 0) == 0, "team rank maps");
+  CHECK(ncclTeamWorld(NULL).nRanks == 0 && ncclTeamRankToWorld(NULL, w, 0) == -1, "a NULL comm's team");
+  uint32_t le = 7;
+  size_t off = 7;
+  CHECK(ncclGetPeerDeviceLeInfo(NULL, 0, 0, &le, &off) == ncclInvalidUsage && le == 0 && off == 0,
+        "ncclGetPeerDeviceLeInfo");
+  CHECK(strstr(ncclGetLastError(NULL), "device API"), "device API refusal: %s", ncclGetLastError(NULL));
+  uint64_t handle = 7;
+  CHECK(ncclLLA2ACreateRequirement(1, 1, &handle, NULL) == ncclInvalidUsage && handle == 0, "LLA2A requirement");
+}
+
 static int mode_api(void) {
-  /* The library linked is actorcc's (a toolkit's NVIDIA NCCL would also answer 22809). */
+  /* The library linked is actorcc's (an NVIDIA NCCL would also answer a version code). */
   CHECK(dlsym(RTLD_DEFAULT, "ncclActorccVersion") != NULL, "not linked against actorcc's libnccl.so.2");
   int v = 0;
   NCCLOK(ncclGetVersion(&v));
-  CHECK(v == 22809, "ncclGetVersion: %d", v);
-  for (int a = 0; a < ncclNumResults; ++a) {
+  /* 2.32.3: the newest release whose API the library serves (docs/nccl.md, "The ABI"). */
+  CHECK(v == 23203, "ncclGetVersion: %d", v);
+  for (int a = 0; a < kNumResults; ++a) {
     CHECK(ncclGetErrorString((ncclResult_t)a) && *ncclGetErrorString((ncclResult_t)a), "error string %d", a);
+    CHECK(!strstr(ncclGetErrorString((ncclResult_t)a), "unknown"), "error %d is unknown: %s", a,
+          ncclGetErrorString((ncclResult_t)a));
     for (int b = 0; b < a; ++b)
       CHECK(strcmp(ncclGetErrorString((ncclResult_t)a), ncclGetErrorString((ncclResult_t)b)) != 0, "strings %d %d", a, b);
   }
@@ -1279,10 +1619,11 @@ static int mode_api(void) {
   CHECK(strstr(ncclGetLastError(NULL), "NULL") != NULL, "last error: %s", ncclGetLastError(NULL));
   CHECK(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without a group");
 
-  /* Every layout: sizes and the release that has them; blocking = 0 is honoured. */
-  const size_t sizes[] = {48, 72, 80, 88, 96};
-  const unsigned versions[] = {22600, 22700, 22809, 22900, 23000};
-  for (int i = 0; i < 5; ++i) {
+  /* Every layout: sizes and the release that has them (2.31.2: 112 bytes, 2.32.3: 120, from
+   * nccl.h of those tags); blocking = 0 is honoured. */
+  const size_t sizes[] = {48, 72, 80, 88, 96, 112, 120};
+  const unsigned versions[] = {22600, 22700, 22809, 22900, 23000, 23102, 23203};
+  for (int i = 0; i < 7; ++i) {
     ncclComm_t comm = NULL;
     ncclResult_t r = init_with_config(&comm, sizes[i], versions[i], 0xcafebeef, 0);
     CHECK(r == ncclInProgress, "config size %zu: nonblocking init returned %d (%s)", sizes[i], (int)r,
@@ -1347,6 +1688,10 @@ static int mode_api(void) {
   CHECK(ncclCommWindowDeregister(comm, w) == ncclInvalidArgument, "a window was deregistered twice");
   NCCLOK(ncclCommRegister(comm, p, 4096, &h)); /* left registered: freed with the comm */
   NCCLOK(ncclMemFree(p));
+  properties_api(comm);
+  coll_config_api(comm);
+  params_api();
+  encryption_and_teams(comm);
   NCCLOK(ncclCommFinalize(comm));
   NCCLOK(ncclCommDestroy(comm));
   elastic_api();
@@ -1364,7 +1709,7 @@ static int mode_api(void) {
     NCCLOK(ncclCommGetAsyncError(comm, &s));
     usleep(1000);
   }
-  CHECK(s == ncclRemoteError, "a missing rank's init ended in %d", (int)s);
+  CHECK(s == ncclTimeout, "a missing rank's init ended in %d (the join ran out of time)", (int)s);
   CHECK(strstr(ncclGetLastError(comm), "rank 1") != NULL, "the init error does not name rank 1: %s",
         ncclGetLastError(comm));
   NCCLOK(ncclCommDestroy(comm));

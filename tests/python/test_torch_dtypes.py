@@ -1,0 +1,46 @@
+"""The "actorcc" torch backend takes the dtypes torch's NCCL backend takes, with its semantics
+(docs/torch.md, dtypes): bool (reductions as logical or / and), the float8 types (moved bit for
+bit; e4m3fn and e5m2 reduced), complex (as its real view: SUM and AVG); and refuses the rest as
+NCCL's backend does, with a TypeError naming the dtype, on every rank. 3 spawned ranks on CPU
+tensors. Skipped where torch is not installed."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_dtype_workers as W  # noqa: E402
+from conftest import free_port  # noqa: E402
+from mp_helpers import expect_no_failures, run_ranks  # noqa: E402
+
+
+def test_bool_on_every_collective_against_numpy():
+    expect_no_failures(run_ranks(3, W.bool_collectives, free_port(), timeout=120))
+
+
+# (dtype, whether NCCL's backend reduces it): the float8 types without NCCL's FP8 arithmetic
+# (e4m3fnuz, e5m2fnuz) only move.
+NEW_DTYPES = [("float8_e4m3fn", True), ("float8_e5m2", True), ("float8_e4m3fnuz", False),
+              ("float8_e5m2fnuz", False), ("complex64", True), ("complex128", True), ("complex32", True)]
+
+
+@pytest.mark.parametrize("name,reductions", [p for p in NEW_DTYPES if hasattr(torch, p[0])])
+def test_newly_accepted_dtype(name, reductions):
+    expect_no_failures(run_ranks(3, W.dtype_collectives, free_port(), name, reductions, timeout=120))
+
+
+# (dtype, call, op, what the message says): each refused on every rank, as NCCL's backend refuses it.
+REFUSALS = [
+    ("int16", "all_gather", "SUM", "data type torch.int16 is not supported"),
+    ("uint32", "all_reduce", "SUM", "data type torch.uint32 is not supported"),
+    ("bool", "all_reduce", "AVG", "cannot use ReduceOp.AVG with boolean inputs"),
+    ("complex64", "reduce", "MAX", "reduce does not support ReduceOp.MAX on complex tensors"),
+    ("float8_e4m3fnuz", "all_reduce", "SUM", "unsupported type torch.float8_e4m3fnuz for a reduction"),
+]
+
+
+@pytest.mark.parametrize("name,call,op,text", [r for r in REFUSALS if hasattr(torch, r[0])])
+def test_refused_as_on_nccl(name, call, op, text):
+    res = run_ranks(2, W.refused, free_port(), name, call, op, timeout=60, expect_errors=True)
+    for rank, (kind, info) in enumerate(res):
+        assert kind == "err", (rank, kind, info)
+        assert "TypeError" in info["mro"] and "InvalidArgumentError" in info["mro"], (rank, info)
+        assert text in info["msg"] and f"rank {rank}" in info["msg"], (rank, info["msg"])

@@ -119,8 +119,8 @@ def _bytes(r, case, n, dtype):
 
 def dtype_collectives(rank, world, port, name, reductions):
     """The collectives torch.distributed hands the backend `name` tensors in (the moving ones
-    bit for bit; `reductions`: SUM, MIN, MAX and PRODUCT against one rounding of the exact
-    result, AVG too for complex)."""
+    bit for bit; `reductions`: SUM, AVG and, but for complex, MIN, MAX, PRODUCT against one
+    rounding of the exact result)."""
     import torch
     import torch.distributed as dist
     _init(rank, world, port)
@@ -175,9 +175,8 @@ def dtype_collectives(rank, world, port, name, reductions):
         bigv = [_values(r, 100 + case, n * world, dtype) for r in range(world)]
         exact = torch.complex128 if dtype.is_complex else torch.float64
         refs = {"SUM": lambda xs: sum(x.to(exact) for x in xs)}
-        if dtype.is_complex:
-            refs["AVG"] = lambda xs: sum(x.to(exact) for x in xs) / len(xs)
-        else:
+        refs["AVG"] = lambda xs: sum(x.to(exact) for x in xs) / len(xs)
+        if not dtype.is_complex:
             refs.update(MIN=lambda xs: torch.stack(xs).to(exact).amin(0),
                         MAX=lambda xs: torch.stack(xs).to(exact).amax(0),
                         PRODUCT=lambda xs: torch.stack(xs).to(exact).prod(0))
@@ -189,7 +188,8 @@ def dtype_collectives(rank, world, port, name, reductions):
                 check(f"all_reduce {op} n={n}", x, ref(vals).to(dtype))
             x = vals[rank].clone()
             dist.reduce(x, dst=1, op=red)
-            avg = op == "AVG"  # a division: one rounding apart at most
+            # a division: an ulp apart at most, which rounding to 8 bits hides (float8: exact)
+            avg = op == "AVG" and not one_byte
             check(f"reduce {op} n={n}", x, ref(vals).to(dtype) if rank == 1 else vals[rank], avg)
             out = torch.zeros(n, dtype=dtype)
             dist.reduce_scatter_tensor(out, bigv[rank].clone(), op=red)

@@ -32,8 +32,6 @@ class DtypeError(InvalidArgumentError, TypeError):
     raises one, InvalidArgumentError as every refused argument of actorcc."""
 
 
-DtypeError.__module__ = "actorcc.torch"
-
 _NATIVE = frozenset(getattr(torch, name) for name in T.DTYPE_CODES)
 _BYTES = frozenset(getattr(torch, name) for name in (
     "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn_x2")

@@ -44,3 +44,15 @@ def test_refused_as_on_nccl(name, call, op, text):
         assert kind == "err", (rank, kind, info)
         assert "TypeError" in info["mro"] and "InvalidArgumentError" in info["mro"], (rank, info)
         assert text in info["msg"] and f"rank {rank}" in info["msg"], (rank, info["msg"])
+
+
+def test_one_rank_refusing_a_dtype_fails_every_rank_naming_it():
+    res = run_ranks(3, W.one_rank_refuses, free_port(), timeout=60, expect_errors=True)
+    for rank, (kind, info) in enumerate(res):
+        assert kind == "err", (rank, kind, info)
+        if rank == 1:
+            assert "TypeError" in info["mro"] and "torch.uint16 is not supported" in info["msg"], info["msg"]
+        else:
+            assert info["type"] == "RemoteError" and info["culprit"] == 1, (rank, info)
+            assert "rank 1" in info["msg"] and "torch.uint16" in info["msg"], (rank, info["msg"])
+        assert float(info["msg"].rpartition("[after ")[2].split(" s]")[0]) < 10, (rank, info["msg"])

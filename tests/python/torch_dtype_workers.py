@@ -216,3 +216,25 @@ def refused(rank, world, port, name, call, op):
     else:
         dist.all_gather_into_tensor(torch.zeros(4 * world, dtype=t.dtype), t)
     return "not refused"
+
+
+def one_rank_refuses(rank, world, port):
+    """Rank 1 all-reduces a uint16 tensor, the others a float32 one: rank 1 refuses its call,
+    and the others' calls raise, naming rank 1, instead of waiting for the group's timeout
+    (60 s). Returns the seconds the call took."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+    from datetime import timedelta
+    import actorcc.torch  # noqa: F401
+    dist.init_process_group("actorcc", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4))  # the group's communicator formed: the refusal reaches everyone
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4, dtype=torch.uint16 if rank == 1 else torch.float32))
+    except Exception as e:  # noqa: BLE001 - the caller checks what
+        e.args = (f"{e} [after {time.monotonic() - t0:.1f} s]",)
+        raise
+    return "not refused"

@@ -117,13 +117,22 @@ def _bytes(r, case, n, dtype):
     return torch.from_numpy(np.random.default_rng([31, r, case]).integers(0, 256, n, dtype=np.uint8)).view(dtype)
 
 
-def dtype_collectives(rank, world, port, name, reductions):
-    """The collectives torch.distributed hands the backend `name` tensors in (the moving ones
-    bit for bit; `reductions`: SUM, AVG and, but for complex, MIN, MAX, PRODUCT against one
-    rounding of the exact result)."""
-    import torch
+def dtype_collectives(rank, world, port, cases):
+    """For each (name, reductions) of `cases`, in one group: the collectives torch.distributed
+    hands the backend `name` tensors in (the moving ones bit for bit; `reductions`: SUM, AVG and,
+    but for complex, MIN, MAX, PRODUCT against one rounding of the exact result)."""
     import torch.distributed as dist
     _init(rank, world, port)
+    fails = []
+    for name, reductions in cases:
+        fails += [f"{name}: {f}" for f in _dtype_collectives(rank, world, name, reductions)]
+    dist.destroy_process_group()
+    return fails
+
+
+def _dtype_collectives(rank, world, name, reductions):
+    import torch
+    import torch.distributed as dist
     dtype = getattr(torch, name)
     fails = []
     one_byte = dtype.itemsize == 1
@@ -197,25 +206,32 @@ def dtype_collectives(rank, world, port, name, reductions):
             out = torch.zeros(n, dtype=dtype)
             dist.reduce_scatter(out, list(bigv[rank].clone().chunk(world)), op=red)
             check(f"reduce_scatter {op} n={n}", out, ref(bigv).to(dtype)[rank * n:(rank + 1) * n], avg)
-    dist.destroy_process_group()
     return fails
 
 
-def refused(rank, world, port, name, call, op):
-    """Every rank makes the same call that torch's NCCL backend refuses too: `call` ('all_reduce',
-    'reduce', 'all_gather') on a `name` tensor with ReduceOp `op`; it raises (the caller checks
-    what)."""
+def refused(rank, world, ports, cases):
+    """Every rank makes each call of `cases` that torch's NCCL backend refuses too: (name, call,
+    op): `call` ('all_reduce', 'reduce', 'all_gather') on a `name` tensor with ReduceOp `op`,
+    each in a group of its own (a refusal aborts the group), on ports[i]. Returns, per case,
+    what was raised: its classes and message, or None where nothing was."""
     import torch
     import torch.distributed as dist
-    _init(rank, world, port)
-    t = torch.zeros(4, dtype=getattr(torch, name))
-    if call == "all_reduce":
-        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
-    elif call == "reduce":
-        dist.reduce(t, dst=0, op=getattr(dist.ReduceOp, op))
-    else:
-        dist.all_gather_into_tensor(torch.zeros(4 * world, dtype=t.dtype), t)
-    return "not refused"
+    out = []
+    for port, (name, call, op) in zip(ports, cases):
+        _init(rank, world, port)
+        t = torch.zeros(4, dtype=getattr(torch, name))
+        try:
+            if call == "all_reduce":
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+            elif call == "reduce":
+                dist.reduce(t, dst=0, op=getattr(dist.ReduceOp, op))
+            else:
+                dist.all_gather_into_tensor(torch.zeros(4 * world, dtype=t.dtype), t)
+            out.append(None)
+        except Exception as e:  # noqa: BLE001 - the caller checks what
+            out.append({"mro": [c.__name__ for c in type(e).__mro__], "msg": str(e)})
+        dist.destroy_process_group()
+    return out
 
 
 def one_rank_refuses(rank, world, port):

@@ -42,9 +42,12 @@ How it maps onto actorcc:
 - Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
   reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
   recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
-  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Send/recv tags must be 0. A call refused
-  here (another op, a tag, several tensors per process) is refused through the group, as the
-  communicator refuses a bad argument: the others' calls raise at once, naming this rank.
+  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Dtypes: those torch's NCCL backend takes,
+  with its semantics (bool reductions as logical or / and, float8 moved as bytes, complex as its
+  real view: actorcc._torch_dtypes); the rest is refused with a TypeError, as there. Send/recv
+  tags must be 0. A call refused here (another op, a dtype, a tag, several tensors per process)
+  is refused through the group, as the communicator refuses a bad argument: the others' calls
+  raise at once, naming this rank.
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ import torch
 import torch.distributed as dist
 
 from . import _tensors as T
+from . import _torch_dtypes as D
 from ._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
 from ._torch_work import DeviceWork, DoneWork, HostQueue, HostWork, current_stream, record_event
 from .communicator import Communicator
@@ -300,6 +304,23 @@ class ActorccProcessGroup(dist.ProcessGroup):
                                                f"(SUM, PRODUCT, MIN, MAX, AVG)"))
         return ours
 
+    def _w(self, t):
+        """t as the communicator takes it (t or a view of its memory: bool and float8 as uint8,
+        complex as its real view; actorcc._torch_dtypes); a dtype NCCL's backend refuses too is
+        refused through the group."""
+        w, e = D.wire(t, self._rank_)
+        if e is not None:
+            self._refuse(t, e)
+        return w
+
+    def _red(self, opts, t, what):
+        """actorcc's reduce op for the op in `opts` on t's dtype (bool: SUM is MAX, PRODUCT is
+        MIN, as on NCCL's backend); an op the dtype does not take is refused through the group."""
+        op, e = D.reduce_op(t.dtype, self._op(opts, t), what, self._rank_)
+        if e is not None:
+            self._refuse(t, e)
+        return op
+
     def _check_one(self, tensors, what):
         if len(tensors) != 1:
             self._refuse(_first_tensor(tensors), UnsupportedError(
@@ -353,11 +374,14 @@ class ActorccProcessGroup(dist.ProcessGroup):
     # ---- collectives ------------------------------------------------------------------------
     @_device_routed
     def allreduce(self, tensors, opts=None):
-        op = self._op(opts, tensors[0])
+        ops = [self._red(opts, t, "all_reduce") for t in tensors]
+        wires = [self._w(t) for t in tensors]
 
         def call(comm):
-            for t in tensors:
-                comm.all_reduce(t, op=op)
+            for t, w, op in zip(tensors, wires, ops):
+                r = D.reducible(w, t.dtype)
+                comm.all_reduce(r, op=op)
+                D.settle(w, r, t.dtype)
         return self._issue(tensors[0], call, tensors, opts)
 
     _allreduce = allreduce  # the general path, under the name torch routes by
@@ -404,64 +428,82 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     @_device_routed
     def broadcast(self, tensors, opts):
+        wires = [self._w(t) for t in tensors]
+
         def call(comm):
-            for t in tensors:
-                comm.broadcast(t, root=opts.rootRank)
+            for w in wires:
+                comm.broadcast(w, root=opts.rootRank)
         return self._issue(tensors[0], call, tensors, opts)
 
     @_device_routed
     def reduce(self, tensors, opts):
         t = self._check_one(tensors, "reduce")
-        root, op = opts.rootRank, self._op(opts, t)
-        return self._issue(t, lambda comm: comm.reduce(t, root=root, op=op), tensors, opts)
+        root, op, w = opts.rootRank, self._red(opts, t, "reduce"), self._w(t)
+
+        def call(comm):
+            r = D.reducible(w, t.dtype)
+            comm.reduce(r, root=root, op=op)
+            D.settle(w, r, t.dtype)
+        return self._issue(t, call, tensors, opts)
 
     @_device_routed
     def allgather(self, output_lists, tensors, opts=None):
         t = self._check_one(tensors, "allgather")
+        w, outs = self._w(t), [self._w(o) for o in output_lists[0]]
 
         def call(comm):
-            flat = comm.all_gather(_flat(t))
-            n = t.numel()
-            for r, o in enumerate(output_lists[0]):
+            flat = comm.all_gather(_flat(w))
+            n = w.numel()
+            for r, o in enumerate(outs):
                 o.copy_(flat[r * n:(r + 1) * n].view_as(o))
         return self._issue(t, call, output_lists)
 
     @_device_routed
     def _allgather_base(self, output, tensor, opts=None):
-        return self._issue(tensor, lambda comm: comm.all_gather(_flat(tensor), out=_flat(output)), [output], opts)
+        w, out = self._w(tensor), self._w(output)
+        return self._issue(tensor, lambda comm: comm.all_gather(_flat(w), out=_flat(out)), [output], opts)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         if self._routed_elsewhere(inputs[0]):  # gloo has no coalesced form in every torch version
             return self._each(self._allgather_base, outputs, inputs, opts)
+        pairs = [(self._w(o), self._w(i)) for o, i in zip(outputs, inputs)]
 
         def call(comm):
-            for o, i in zip(outputs, inputs):
+            for o, i in pairs:
                 comm.all_gather(_flat(i), out=_flat(o))
         return self._issue(inputs[0], call, outputs)
 
     @_device_routed
     def reduce_scatter(self, outputs, input_lists, opts=None):
         out = self._check_one(outputs, "reduce_scatter")
-        op = self._op(opts, out)
+        op, w, ins = self._red(opts, out, "reduce_scatter"), self._w(out), [self._w(x) for x in input_lists[0]]
 
         def call(comm):
-            comm.reduce_scatter(torch.cat([_flat(x) for x in input_lists[0]]), out=_flat(out), op=op)
+            self._reduce_scatter_one(comm, torch.cat([_flat(x) for x in ins]), _flat(w), op, out.dtype)
         return self._issue(out, call, outputs)
 
     @_device_routed
     def _reduce_scatter_base(self, output, tensor, opts=None):
-        op = self._op(opts, tensor)
-        return self._issue(tensor, lambda comm: comm.reduce_scatter(_flat(tensor), out=_flat(output), op=op), [output],
-                           opts)
+        op, w, out = self._red(opts, tensor, "reduce_scatter"), self._w(tensor), self._w(output)
+        return self._issue(tensor, lambda comm: self._reduce_scatter_one(comm, _flat(w), _flat(out), op, tensor.dtype),
+                           [output], opts)
+
+    @staticmethod
+    def _reduce_scatter_one(comm, w, out, op, dtype):
+        """One reduce_scatter of wire views `w` into `out` (a float8 one through float32 copies)."""
+        r = D.reducible(out, dtype)
+        comm.reduce_scatter(D.reducible(w, dtype), out=r, op=op)
+        D.settle(out, r, dtype)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         if self._routed_elsewhere(inputs[0]):
             return self._each(self._reduce_scatter_base, outputs, inputs, opts)
-        op = self._op(opts, inputs[0])
+        calls = [(self._w(o), self._w(i), self._red(opts, i, "reduce_scatter"), i.dtype)
+                 for o, i in zip(outputs, inputs)]
 
         def call(comm):
-            for o, i in zip(outputs, inputs):
-                comm.reduce_scatter(_flat(i), out=_flat(o), op=op)
+            for o, i, op, dtype in calls:
+                self._reduce_scatter_one(comm, _flat(i), _flat(o), op, dtype)
         return self._issue(inputs[0], call, outputs)
 
     def barrier(self, opts=None):
@@ -513,13 +555,14 @@ class ActorccProcessGroup(dist.ProcessGroup):
         t = self._check_one(tensors, kind)
         if tag:
             self._refuse(t, InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})"))
+        w = self._w(t)
         if self._batch is not None:
-            self._batch.append((kind, _flat(t), peer))
+            self._batch.append((kind, _flat(w), peer))
             return DoneWork(tensors)  # torch waits on the batch's Work (_end_coalescing)
         if not t.is_cuda and self._cpu_backend() is not None:
             return getattr(self._cpu_backend(), kind)(tensors, peer, tag)
         work = _DeferredP2P(self, tensors)
-        self._deferred.append((kind, _flat(t), peer, work))
+        self._deferred.append((kind, _flat(w), peer, work))
         return work
 
     def _flush_p2p(self):
@@ -546,18 +589,22 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     @_device_routed
     def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
+        result = [output]
+        tensor, output = self._w(tensor), self._w(output)  # splits count rows of these views
         w = self._size_
         if not output_split_sizes and not input_split_sizes:
-            return self._issue(tensor, lambda comm: comm.all_to_all(_flat(tensor), _flat(output)), [output])
+            return self._issue(tensor, lambda comm: comm.all_to_all(_flat(tensor), _flat(output)), result)
         # Splits count rows (dim 0); actorcc counts elements.
         row_in = tensor[0].numel() if tensor.dim() > 0 and tensor.shape[0] else 1
         row_out = output[0].numel() if output.dim() > 0 and output.shape[0] else 1
         ins = [s * row_in for s in (list(input_split_sizes) or [tensor.shape[0] // w] * w)]
         outs = [s * row_out for s in (list(output_split_sizes) or [output.shape[0] // w] * w)]
-        return self._issue(tensor, lambda comm: comm.all_to_all_v(_flat(tensor), _flat(output), ins, outs), [output])
+        return self._issue(tensor, lambda comm: comm.all_to_all_v(_flat(tensor), _flat(output), ins, outs), result)
 
     @_device_routed
     def alltoall(self, outputs, inputs, opts=None):
+        result = outputs
+        outputs, inputs = [self._w(t) for t in outputs], [self._w(t) for t in inputs]
         counts_in = [t.numel() for t in inputs]
         counts_out = [t.numel() for t in outputs]
 
@@ -568,36 +615,39 @@ class ActorccProcessGroup(dist.ProcessGroup):
             for o, n in zip(outputs, counts_out):
                 o.copy_(flat_out[at:at + n].view_as(o))
                 at += n
-        return self._issue(inputs[0], call, outputs)
+        return self._issue(inputs[0], call, result)
 
     @_device_routed
     def gather(self, output_lists, tensors, opts):
-        t = self._check_one(tensors, "gather")
+        t = self._w(self._check_one(tensors, "gather"))
         root = opts.rootRank
+        outs = [self._w(o) for o in output_lists[0]] if self._rank_ == root else []
 
         def call(comm):
             flat = comm.gather(_flat(t), root=root)
             if self._rank_ == root:
                 n = t.numel()
-                for r, o in enumerate(output_lists[0]):
+                for r, o in enumerate(outs):
                     o.copy_(flat[r * n:(r + 1) * n].view_as(o))
         return self._issue(t, call, output_lists)
 
     @_device_routed
     def scatter(self, outputs, input_lists, opts):
-        out = self._check_one(outputs, "scatter")
+        out = self._w(self._check_one(outputs, "scatter"))
         root = opts.rootRank
+        ins = [self._w(x) for x in input_lists[0]] if self._rank_ == root else []
 
         def call(comm):
-            full = torch.cat([_flat(x) for x in input_lists[0]]) if self._rank_ == root else None
+            full = torch.cat([_flat(x) for x in ins]) if self._rank_ == root else None
             comm.scatter(full, _flat(out), root=root)
         return self._issue(out, call, outputs)
 
     @_device_routed
     def gather_single(self, output, tensor, opts):
         root = opts.rootRank
-        out = _flat(output) if self._rank_ == root else None
-        return self._issue(tensor, lambda comm: comm.gather(_flat(tensor), out=out, root=root), [output])
+        out = _flat(self._w(output)) if self._rank_ == root else None
+        w = self._w(tensor)
+        return self._issue(tensor, lambda comm: comm.gather(_flat(w), out=out, root=root), [output])
 
     # Newer torch calls the single-tensor collectives by these names (older: the ones above).
     all_gather_single = _allgather_base

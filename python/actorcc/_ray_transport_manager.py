@@ -17,7 +17,6 @@ under the same token, so nothing on the driver has to learn about failures.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import secrets
@@ -34,7 +33,7 @@ from ray.experimental.rdt.tensor_transport_manager import (
 )
 
 from ._actorcc import Error, InvalidArgumentError, RemoteError
-from . import _ray_elastic as _E
+from . import _ray_uid_store as _store
 from .communicator import Communicator, P2POp
 from .ray_transport import TRANSPORT_NAME
 
@@ -44,7 +43,6 @@ logger = logging.getLogger(__name__)
 # must end well before Ray's own RDT fetch timeout (RAY_rdt_fetch_fail_timeout_milliseconds).
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_JOIN_TIMEOUT_S = 60.0
-_POLL_S = 0.01
 _ERRORS_KEPT = 100
 
 _options = {"timeout": DEFAULT_TIMEOUT_S, "join_timeout": DEFAULT_JOIN_TIMEOUT_S}
@@ -127,10 +125,6 @@ def _describe(name, actor_id):
     return f"{name} ({'dead' if st == 'DEAD' else st.lower()})" if st and st != "ALIVE" else name
 
 
-def _uid_key(token, device):
-    return f"rdt:{token}:{device}"
-
-
 def _device_of(meta):
     return "cuda" if (meta.tensor_device or "cpu").startswith("cuda") else "cpu"
 
@@ -147,22 +141,12 @@ def _group(cmeta, device, rank):
             return g
         except Error:
             _drop(key, g)  # failed earlier (the peer died, an abort): form a new one
-    kv = _E._kv()
+    store_key = f"rdt:{cmeta.token}:{device}"
     if rank == 0:
-        from ._actorcc import UniqueId
-        uid = str(UniqueId.create(ray.util.get_node_ip_address()))
-        kv.put(_uid_key(cmeta.token, device), uid)
+        uid = _store.publish(store_key, ray.util.get_node_ip_address())
     else:
-        deadline = time.monotonic() + cmeta.join_timeout
-        while True:
-            uid = kv.get(_uid_key(cmeta.token, device))
-            if uid is not None:
-                kv.delete(_uid_key(cmeta.token, device))
-                break
-            if time.monotonic() > deadline:
-                raise _E.timeout_error(f"Ray tensor transport {TRANSPORT_NAME}: {cmeta.names[0]} did not start the "
-                                       f"pair group within join_timeout={cmeta.join_timeout:g}s", 0)
-            time.sleep(_POLL_S)
+        uid = _store.wait(store_key, cmeta.join_timeout, f"Ray tensor transport {TRANSPORT_NAME}: {cmeta.names[0]}",
+                          take=True)
     if device == "cuda":
         import torch
         dev, backend = torch.cuda.current_device(), "cuda"

@@ -3,15 +3,14 @@ CheckpointEngine interface (the installed NeMo-RL when it imports, else nemo_rl_
 Ray actors: a refit's steps (prepare, init_policy/rollout_process_group, send_weights /
 receive_weight_batches, finalize) move every weight bit for bit, a rollout worker killed mid-refit
 leaves the policy and the other rollout workers whole, and the next refit works."""
-import os
-import sys
 
 import pytest
 
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import rl_ray  # noqa: E402
+
 pytestmark = pytest.mark.ray
 
 SPEC = {"decoder.layers.0.self_attention.linear_qkv.weight": ((384, 128), "bfloat16"),
@@ -22,17 +21,9 @@ BUCKET = 64 << 10
 
 @pytest.fixture(scope="module")
 def worker():
-    old = os.environ.get("PYTHONPATH")
-    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    import nemo_rl_actors
-    yield ray.remote(num_cpus=0)(nemo_rl_actors.RefitWorker)
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    with rl_ray.session():
+        import nemo_rl_actors
+        yield ray.remote(num_cpus=0)(nemo_rl_actors.RefitWorker)
 
 
 def _refit(policy, rollout):

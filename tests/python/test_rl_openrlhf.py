@@ -3,8 +3,6 @@ actorcc's backend registered in the trainer and in the vLLM workers, OpenRLHF's 
 (mirrored in openrlhf_actors.py: OpenRLHF itself needs deepspeed and vLLM), real Ray actors on CPU.
 Weights arrive bit for bit; a vLLM engine killed during a sync fails the trainer's broadcast within
 seconds naming its rank, and after shrink_collective_group the survivors sync again."""
-import os
-import sys
 import time
 
 import pytest
@@ -13,7 +11,8 @@ ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 pytest.importorskip("ray.util.collective.backend_registry")  # Ray with register_collective_backend
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import rl_ray  # noqa: E402
+
 pytestmark = pytest.mark.ray
 
 # OpenRLHF sends one parameter per broadcast, named as the trainer's model names them.
@@ -27,19 +26,10 @@ SPEC = {"model.embed_tokens.weight": ((1024, 256), "bfloat16"),
 
 @pytest.fixture(scope="module")
 def classes():
-    old = os.environ.get("PYTHONPATH")
-    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
     # the one setting: every worker process of the job registers actorcc's backend as it starts
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"worker_process_setup_hook": "actorcc.ray.register_backend"})
-    import openrlhf_actors
-    yield ray.remote(num_cpus=0)(openrlhf_actors.Trainer), ray.remote(num_cpus=0)(openrlhf_actors.VllmWorker)
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    with rl_ray.session(runtime_env={"worker_process_setup_hook": "actorcc.ray.register_backend"}):
+        import openrlhf_actors
+        yield ray.remote(num_cpus=0)(openrlhf_actors.Trainer), ray.remote(num_cpus=0)(openrlhf_actors.VllmWorker)
 
 
 def _engines(VllmWorker, n, stagger):

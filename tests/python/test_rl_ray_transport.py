@@ -4,7 +4,6 @@ real Ray actors on CPU tensors: actorcc.ray.register_tensor_transport() in the d
 peer killed half way through a transfer fails the other side within seconds naming the dead
 actor, and the survivor keeps serving; abort_transport ends a transfer whose peer is stuck."""
 import os
-import sys
 import time
 
 import pytest
@@ -16,7 +15,8 @@ rdt_util = pytest.importorskip("ray.experimental.rdt.util")
 import actorcc  # noqa: E402
 import actorcc.ray  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import rl_ray  # noqa: E402
+
 pytestmark = pytest.mark.ray
 
 SPEC = {"embed": ((512, 256), "bfloat16"), "w1": ((256, 1024), "float32"), "b1": ((1024,), "float32"),
@@ -27,20 +27,12 @@ BIG = {"a": ((1 << 22,), "float32"), "b": ((1 << 22,), "float32")}
 
 @pytest.fixture(scope="module")
 def actors():
-    old = os.environ.get("PYTHONPATH")
-    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    # the one call, before the actors are created; a second call is harmless
-    assert actorcc.ray.register_tensor_transport(timeout=30, join_timeout=30) == "ACTORCC"
-    assert actorcc.ray.register_tensor_transport() == "ACTORCC"
-    import rl_actors
-    yield tuple(ray.remote(num_cpus=0, enable_tensor_transport=True)(c) for c in rl_actors.actor_classes())
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    with rl_ray.session():
+        # the one call, before the actors are created; a second call is harmless
+        assert actorcc.ray.register_tensor_transport(timeout=30, join_timeout=30) == "ACTORCC"
+        assert actorcc.ray.register_tensor_transport() == "ACTORCC"
+        import rl_actors
+        yield tuple(ray.remote(num_cpus=0, enable_tensor_transport=True)(c) for c in rl_actors.actor_classes())
 
 
 def test_registered_under_rays_own_registry():

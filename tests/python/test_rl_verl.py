@@ -4,8 +4,6 @@ names, and driven with real Ray actors through the steps verl's CheckpointEngine
 each update (prepare, build_topology, init_process_group, send/receive_weights, finalize). Runs
 against the installed verl when it imports, else against verl_mirror (which says what it mirrors)."""
 import importlib
-import os
-import sys
 import time
 
 import pytest
@@ -13,7 +11,8 @@ import pytest
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import rl_ray  # noqa: E402
+
 pytestmark = pytest.mark.ray
 
 SPEC = {"model.embed_tokens.weight": ((512, 128), "bfloat16"), "model.layers.0.mlp.up_proj.weight": ((128, 512), "float32"),
@@ -38,17 +37,9 @@ def test_registered_in_verls_registry():
 
 @pytest.fixture(scope="module")
 def worker():
-    old = os.environ.get("PYTHONPATH")
-    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    import verl_actors
-    yield ray.remote(num_cpus=0)(verl_actors.VerlWorker)
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    with rl_ray.session():
+        import verl_actors
+        yield ray.remote(num_cpus=0)(verl_actors.VerlWorker)
 
 
 def _update(actor_wg, rollout, global_steps):

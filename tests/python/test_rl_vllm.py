@@ -3,15 +3,14 @@ factories know it after the general plugin ran, and with real Ray actors the tra
 trainer_init and send_weights drive the workers' engines through the client, weights loaded bit
 for bit by model.load_weights bucket by bucket; a worker killed mid-sync leaves the trainer and the
 other workers whole. Runs against the installed vLLM when it imports, else against vllm_mirror."""
-import os
-import sys
 
 import pytest
 
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import rl_ray  # noqa: E402
+
 pytestmark = pytest.mark.ray
 
 SPEC = {"model.embed_tokens.weight": ((512, 128), "bfloat16"), "model.layers.0.self_attn.qkv_proj.weight": ((384, 128), "bfloat16"),
@@ -34,17 +33,9 @@ def test_the_general_plugin_registers_both_engines():
 
 @pytest.fixture(scope="module")
 def classes():
-    old = os.environ.get("PYTHONPATH")
-    paths = [HERE] + [p for p in sys.path if p.endswith(("python/pkg", "site-packages")) and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    import vllm_actors
-    yield ray.remote(num_cpus=0)(vllm_actors.Trainer), ray.remote(num_cpus=0)(vllm_actors.VllmWorker)
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    with rl_ray.session():
+        import vllm_actors
+        yield ray.remote(num_cpus=0)(vllm_actors.Trainer), ray.remote(num_cpus=0)(vllm_actors.VllmWorker)
 
 
 def test_send_weights_bit_for_bit_and_a_worker_killed_mid_sync(classes):

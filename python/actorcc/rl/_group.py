@@ -4,9 +4,7 @@ metadata, the ranks the framework's topology gives, and the group registered und
 actorcc.ray, so that actorcc.weight_sync's elastic steps (shrink, grow) work on it."""
 from __future__ import annotations
 
-import time
-
-from .. import _ray_elastic as _E
+from .. import _ray_uid_store as _store
 from .. import ray as _ray
 from .._actorcc import UniqueId
 
@@ -27,30 +25,16 @@ def leave(name):
     _ray._leave(None, name)
 
 
+
 def publish_uid(key):
-    """Makes a UniqueId here and publishes it in Ray's KV store under `key` (for frameworks whose
+    """A UniqueId made here and published under `key` in Ray's KV store (for frameworks whose
     metadata step runs before a worker knows its rank, so no id can travel in it)."""
-    uid = new_uid()
-    _E._kv().put(_uid_key(key), uid)
-    return uid
+    return _store.publish(key, _ray._node_ip())
 
 
 def wait_uid(key, timeout, what):
-    """The UniqueId published under `key`, waiting up to `timeout` seconds for it."""
-    deadline = time.monotonic() + timeout
-    kv = _E._kv()
-    while True:
-        uid = kv.get(_uid_key(key))
-        if uid is not None:
-            return uid
-        if time.monotonic() > deadline:
-            raise _E.timeout_error(f"{what}: the sender did not publish the group's id within {timeout:g}s", 0)
-        time.sleep(0.01)
+    return _store.wait(key, timeout, what)
 
 
 def drop_uid(key):
-    _E._kv().delete(_uid_key(key))
-
-
-def _uid_key(key):
-    return f"rl_uid:{key}"
+    _store.drop(key)

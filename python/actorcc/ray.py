@@ -52,6 +52,7 @@ from . import _tensors as T
 from ._actorcc import Error, InvalidArgumentError, UniqueId
 from . import _ray_elastic as _E
 from .communicator import Communicator
+from .ray_transport import register_tensor_transport  # noqa: F401 - Ray Direct Transport "ACTORCC"
 
 __all__ = [
     "create_group", "get_group", "destroy_group", "GroupJoinError", "register_backend",

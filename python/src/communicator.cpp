@@ -273,6 +273,37 @@ void bind_communicator(nb::module_& m) {
                c.host_barrier();
              });
            })
+      // Collective, bounded by the join timeout; interruptible like the other blocking host steps.
+      .def("suspend",
+           [](PyComm& p) {
+             interruptible([&] {
+               std::shared_lock lock(p.mu);
+               Communicator& c = p.get();
+               Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+               c.suspend();
+             });
+           })
+      .def("resume",
+           [](PyComm& p) {
+             interruptible([&] {
+               std::shared_lock lock(p.mu);
+               Communicator& c = p.get();
+               Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+               c.resume();
+             });
+           })
+      .def_prop_ro("suspended", [](PyComm& p) { return p.c ? p.c->suspended() : false; })
+      .def("mem_stats",
+           [](PyComm& p) {
+             std::shared_lock lock(p.mu);
+             const MemoryStats m = p.get().mem_stats();
+             nb::dict d;
+             d["suspendable_bytes"] = m.suspendable_bytes;
+             d["persistent_bytes"] = m.persistent_bytes;
+             d["total_bytes"] = m.total_bytes();
+             d["suspended"] = m.suspended;
+             return d;
+           })
       .def("check",
            [](PyComm& p) {
              std::shared_lock lock(p.mu);

@@ -129,8 +129,9 @@ class Communicator {
   // rank calls it with no call of this group in flight on any stream; it waits for this rank's
   // queued kernels, then for every rank (so no kernel still writes into a workspace being
   // freed), then releases. While suspended every call (collective, point-to-point, register,
-  // check, synchronize) throws an UnsupportedError saying the communicator is suspended, at
-  // once, without waiting for anyone, and the communicator stays usable: resume() and go on.
+  // the host all-gather and barrier) throws an UnsupportedError saying the communicator is
+  // suspended, at once, without waiting for anyone, and the communicator stays usable: resume()
+  // and go on. check() and synchronize() only report the group's error (a peer that died).
   // Suspending twice, or on a backend that cannot (NCCL and the groups across nodes), throws
   // an UnsupportedError on every rank. Bounded by options.join_timeout (a rank that never
   // comes: a TimeoutError naming it).

@@ -682,15 +682,17 @@ void Communicator::host_barrier() {
   impl_->bootstrap->barrier(Deadline::after(impl_->ctx.options.timeout));
 }
 
+// While suspended nothing is queued: both report the group's state alone (a watchdog that polls,
+// as torch's does through ncclCommGetAsyncError, must not read the suspension as an error).
 void Communicator::check() {
   impl_->check_process();
-  impl_->refuse_if_suspended();
+  if (impl_->suspended.load()) return impl_->abort->throw_if_raised();
   impl_->backend->poll_errors();
   impl_->check_usable();
 }
 void Communicator::synchronize(Stream stream) {
   impl_->check_process();
-  impl_->refuse_if_suspended();
+  if (impl_->suspended.load()) return impl_->abort->throw_if_raised();
   impl_->backend->synchronize(stream);
   impl_->check_usable();
 }

@@ -2,7 +2,8 @@
 //   cycles   --cycles N suspend/resume cycles, each with exact all_reduce (one-shot and two-shot
 //            sizes) and all_to_all before the suspend; while suspended the segment is unmapped
 //            (no actorcc mapping in /proc/self/maps, shared RSS down by at least its pages),
-//            mem_stats says so and every call is refused at once naming the suspension; file
+//            mem_stats says so, every call is refused at once naming the suspension and check()
+//            reports no error; file
 //            descriptors, mappings and RSS do not grow over the cycles
 //   again    every rank suspends twice: the second fails on every rank; then all resume
 //   mixed    rank --culprit suspends again while the others resume: all fail naming it; then
@@ -92,7 +93,6 @@ void expect_refused(Communicator& c, const std::string& tag) {
       {"barrier", [&] { c.barrier(); }},
       {"send", [&] { c.send(v.data(), v.size(), DataType::Float32, peer); }},
       {"all_to_all", [&] { c.all_to_all(v.data(), v.data() + 32, 32 / c.world_size(), DataType::Float32); }},
-      {"check", [&] { c.check(); }},
       {"host_barrier", [&] { c.host_barrier(); }},
   };
   for (const auto& [name, call] : calls) {
@@ -109,6 +109,9 @@ void expect_refused(Communicator& c, const std::string& tag) {
     }
     throw Failure(tag + ": " + name + " ran while the communicator was suspended");
   }
+  // A poll of the group's state (torch's watchdog, through ncclCommGetAsyncError) is no call.
+  c.check();
+  c.synchronize();
 }
 
 int cycles(Communicator& c, const Args& a, const std::string& tag) {

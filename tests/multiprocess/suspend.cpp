@@ -8,8 +8,12 @@
 //   again    every rank suspends twice: the second fails on every rank; then all resume
 //   mixed    rank --culprit suspends again while the others resume: all fail naming it; then
 //            every rank resumes and the group works
+//   dies     rank --culprit is SIGKILLed while suspended: the others' resume fails within
+//            seconds with a RemoteError naming it
 #include <dirent.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <fstream>
@@ -198,6 +202,20 @@ int suspend_run(const Args& a) {
       expect_unsupported([&] { c.suspend(); }, "called resume", a.culprit == 0 ? 1 : 0, tag + ": suspend while the others resume");
     else
       expect_unsupported([&] { c.resume(); }, "called suspend", a.culprit, tag + ": resume while rank " + std::to_string(a.culprit) + " suspends");
+  } else if (a.phase == "dies") {
+    if (a.rank == a.culprit) {
+      std::cout << "FAULT" << std::endl;
+      raise(SIGKILL);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.resume();
+    } catch (const RemoteError& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << tag << " resume failed after " << s << " s: " << e.what() << std::endl;
+      return e.culprit() == a.culprit && names_rank(e.what(), a.culprit) && s < 5.0 ? 0 : 3;
+    }
+    throw Failure(tag + ": resume succeeded with rank " + std::to_string(a.culprit) + " dead");
   } else {
     throw Failure("unknown suspend phase " + a.phase);
   }

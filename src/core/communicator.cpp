@@ -705,10 +705,13 @@ void Communicator::suspend() {
   me.check_process();
   me.abort->throw_if_raised();
   const int rank = me.ctx.rank;
-  if (!me.backend->can_suspend())
-    throw UnsupportedError("suspend: the " + std::string(to_string(me.backend->kind())) +
-                               " backend cannot release its memory (the CPU and CUDA backends of one node can)",
+  if (!me.backend->can_suspend()) {
+    const std::string which = me.ctx.num_nodes > 1
+                                  ? "the backend of a group across " + std::to_string(me.ctx.num_nodes) + " nodes"
+                                  : "the " + std::string(to_string(me.backend->kind())) + " backend";
+    throw UnsupportedError("suspend: " + which + " cannot release its memory (the CPU and CUDA backends of one node can)",
                            rank);
+  }
   Bootstrap& bs = *me.bootstrap;
   const Deadline dl = Deadline::after(me.ctx.options.join_timeout);
   std::string state = "ok", why;

@@ -72,3 +72,15 @@ def torch_backend(rank, world, port):
     after = pg.memory_stats()
     dist.destroy_process_group()
     return dict(first=first, active=active, during=during, maps=maps, refused=refused, results=results, after=after)
+
+
+def refused_across_nodes(rank, world, uid):
+    """A group over two virtual nodes (the hierarchical CPU backend) cannot suspend: every rank
+    refuses at once, and the group goes on."""
+    c = actorcc.Communicator(uid, rank, world, backend="cpu", timeout=20, join_timeout=20)
+    outcome = _refused(c.suspend)
+    x = np.full(100, rank + 1.0, dtype=np.float32)
+    c.all_reduce(x)
+    ok = bool(np.all(x == world * (world + 1) / 2)) and not c.suspended
+    c.close()
+    return outcome, ok

@@ -49,3 +49,12 @@ def test_torch_backend_suspend_resume_and_memory_stats():
         kind, took, msg = r["refused"]
         assert kind == "UnsupportedError" and "suspended" in msg, (rank, r["refused"])
         assert r["after"] == r["active"], (rank, r["after"], r["active"])
+
+
+def test_a_group_across_nodes_refuses_suspend_on_every_rank_and_goes_on():
+    uid = actorcc.UniqueId.create("127.0.0.1")
+    res = values(run_ranks(2, W.refused_across_nodes, str(uid), timeout=60,
+                           env=lambda r: {"ACTORCC_NODE_ID": f"vnode{r}"}))
+    for rank, ((kind, took, msg), ok) in enumerate(res):
+        assert kind == "UnsupportedError" and "cannot release its memory" in msg, (rank, msg)
+        assert took < 1.0 and ok, (rank, took, ok)

@@ -92,7 +92,8 @@
 #               through ncclCommGetAsyncError, ranks that disagree on a call, a stalled rank,
 #               elastic membership (4 processes: planned shrink, a SIGKILLed rank then
 #               NCCL_SHRINK_ABORT, revoke, grow back with new processes, the matrix exact on each
-#               comm); each prints PASS (ranks of one process on one GPU are refused by the CUDA
+#               comm), 20 ncclCommSuspend/Resume cycles (3 processes, ncclCommMemStats);
+#               each prints PASS (ranks of one process on one GPU are refused by the CUDA
 #               backend: the 'threads' mode runs in CI only); then the reduction adapter's GPU
 #               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
 #   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
@@ -553,7 +554,7 @@ phase_ncclconf() {
   grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
   # ranks of one process sharing a GPU are refused by the CUDA backend: "threads" runs in CI only
-  for t in "procs 2" "procs 4" abort kill mismatch stall elastic; do
+  for t in "procs 2" "procs 4" abort kill mismatch stall elastic suspend; do
     name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1

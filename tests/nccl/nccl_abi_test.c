@@ -970,10 +970,10 @@ static int suspend_worker(ncclComm_t comm, int rank, int world) {
   }
   ncclResult_t r = ncclCommResume(comm);
   CHECK(r == ncclInvalidUsage, "rank %d: resuming an active comm gave %d", rank, (int)r);
-  float one = 1.0f;
-  NCCLOK(ncclAllReduce(&one, &one, 1, ncclFloat32, ncclSum, comm, st));
+  x[0] = 1.0f;
+  NCCLOK(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, comm, st));
   xsync(st);
-  CHECK(one == (float)world, "rank %d: after the cycles %g", rank, one);
+  CHECK(x[0] == (float)world, "rank %d: after the cycles %g", rank, x[0]);
   xfree(x);
   xstream_free(st);
   NCCLOK(ncclCommDestroy(comm));

@@ -92,7 +92,8 @@
 #               through ncclCommGetAsyncError, ranks that disagree on a call, a stalled rank,
 #               elastic membership (4 processes: planned shrink, a SIGKILLed rank then
 #               NCCL_SHRINK_ABORT, revoke, grow back with new processes, the matrix exact on each
-#               comm); each prints PASS (ranks of one process on one GPU are refused by the CUDA
+#               comm), 20 ncclCommSuspend/Resume cycles (3 processes, ncclCommMemStats);
+#               each prints PASS (ranks of one process on one GPU are refused by the CUDA
 #               backend: the 'threads' mode runs in CI only); then the reduction adapter's GPU
 #               program (nccl/: fp8, unsigned, PreMulSum with a device scalar in a replayed graph)
 #   ncclabi     torch's own "nccl" backend on actorcc's libnccl.so.2 (nccl/, preloaded), ranks sharing
@@ -131,6 +132,13 @@
 #   closegraph  (<= 400 s) close() and process exit with live CUDA graphs that captured actorcc
 #               collectives, GPU groups across 2 virtual nodes (2 x 1 and 2 x 2 ranks sharing GPU 0,
 #               tests/python/closegraph_device.py): every rank must exit 0 in time, close() < 20 s
+#   suspend     (<= 200 s) Communicator.suspend/resume on the CUDA backend, 4 ranks sharing GPU 0
+#               beside a process that initialised CUDA the same way without a communicator
+#               (tests/python/suspend_device.py): each process's GPU memory (nvidia-smi by pid)
+#               after init, suspend and resume, resume + first all_reduce timed, 20 cycles exact;
+#               SUSPEND-GPU PASS when suspended is within 2 MiB of the baseline, resume + first
+#               all_reduce < 20 ms and nothing grows; suspend.json. Reuses the build phase's
+#               folder and builds only the extension
 #   all         build tier evidence shared vnodes mutations bench p2p
 # Env: OUT, DEVICE_BUDGET (seconds for the whole call, default 530: one device call is <= 9 min).
 set -u
@@ -546,7 +554,7 @@ phase_ncclconf() {
   grep -h "PASS\|FAIL\|failures" "$OUT/logs/ncclconf-adapt.log" | head -8
   local t name
   # ranks of one process sharing a GPU are refused by the CUDA backend: "threads" runs in CI only
-  for t in "procs 2" "procs 4" abort kill mismatch stall elastic; do
+  for t in "procs 2" "procs 4" abort kill mismatch stall elastic suspend; do
     name=ncclconf-${t// /}
     step "$name" 60 env NCCL_ABI_TEST_GPU=1 ACTORCC_CUDA_SHARE_GPU=1 ACTORCC_TIMEOUT_S=10 \
       ACTORCC_SOCKET_ADDR=127.0.0.1 CUDA_VISIBLE_DEVICES=0 build/gpu/tests/nccl/nccl_abi_test $t || FAILED=1
@@ -710,6 +718,14 @@ phase_closegraph() {
   grep -h "^CLOSEGRAPH" "$OUT/logs/closegraph.log" | tee -a "$SUMMARY"
 }
 
+# Suspend and resume that release the GPU memory (issue 45 item 1).
+phase_suspend() {
+  ensure_python_ext || return
+  step suspend 200 env PYTHONPATH="$PKG" python3 tests/python/suspend_device.py --ranks 4 --cycles 20 --timeout 190 \
+    --json "$OUT/suspend.json" || FAILED=1
+  grep -h -A4 "^SUSPEND-GPU" "$OUT/logs/suspend.log" | tee -a "$SUMMARY"
+}
+
 [ $# -gt 0 ] || { sed -n '2,/^# Env:/p' "$0"; exit 2; }
 phases=("$@")
 [ "$*" = all ] && phases=(build tier evidence shared vnodes mutations bench p2p)
@@ -721,7 +737,7 @@ nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 for p in "${phases[@]}"; do
   case $p in
     build | tier | vnodes | mutations | bench | timeout | tune | p2p | errors | mismatch | mismatchcost | sanitize | p2pnv | torch | \
-      torchbench | elastic | closegraph | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
+      torchbench | elastic | closegraph | suspend | ncclconf | ncclabi | nccltests | ncclclients | reportshape)
       "phase_$p" ;;
     nccl) for q in ncclconf ncclabi nccltests ncclclients reportshape; do "phase_$q"; done ;;
     shared) for w in 2 3 4 8; do phase_shared $w; done ;;

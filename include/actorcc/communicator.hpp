@@ -34,6 +34,14 @@ struct P2POp {
   int peer = -1;        // the rank sent to / received from (may be this rank: a local copy)
 };
 
+// Communicator::mem_stats().
+struct MemoryStats {
+  uint64_t suspendable_bytes = 0;  // released by suspend(), made again by resume()
+  uint64_t persistent_bytes = 0;   // held until the communicator closes
+  bool suspended = false;
+  uint64_t total_bytes() const { return suspendable_bytes + persistent_bytes; }
+};
+
 class Communicator {
  public:
   // Joins the group described by `id` (see UniqueId::create) as `rank` of `world_size`.
@@ -113,6 +121,32 @@ class Communicator {
   // (docs/reliability.md, "A bad argument on one rank"). Every collective calls it on a failed
   // check; front ends that check arguments themselves (the Python bindings) call it too.
   [[noreturn]] void refuse_call(const InvalidArgument& error);
+
+  // ---- Suspend and resume (NCCL 2.29's ncclCommSuspend / ncclCommResume) ----
+  // Releases the memory this communicator's backend can make again: the CUDA backend's VMM
+  // workspace (and this process's mappings of every peer's) and its device counters, the CPU
+  // backend's shared-memory segment (unmapped; nothing stays in /dev/shm). Collective: every
+  // rank calls it with no call of this group in flight on any stream; it waits for this rank's
+  // queued kernels, then for every rank (so no kernel still writes into a workspace being
+  // freed), then releases. While suspended every call (collective, point-to-point, register,
+  // the host all-gather and barrier) throws an UnsupportedError saying the communicator is
+  // suspended, at once, without waiting for anyone, and the communicator stays usable: resume()
+  // and go on. check() and synchronize() only report the group's error (a peer that died).
+  // Suspending twice, or on a backend that cannot (NCCL and the groups across nodes), throws
+  // an UnsupportedError on every rank. Bounded by options.join_timeout (a rank that never
+  // comes: a TimeoutError naming it).
+  void suspend();
+  // Makes the released memory again and re-exchanges it with the peers (new VMM handles, a new
+  // segment), collectively; the next call runs as on a fresh communicator. Buffers registered
+  // before the suspend stay registered (they are the caller's memory, never released). A CUDA
+  // graph captured before the suspend holds the old workspace's addresses: capture it again.
+  // A rank that is not suspended fails every rank's resume, naming it.
+  void resume();
+  bool suspended() const noexcept;
+  // What the backend holds (ncclCommMemStats): bytes suspend() releases (0 while suspended),
+  // bytes it keeps (host-mapped words, the calls' small state), and whether it is suspended.
+  // GPU memory on the CUDA backend, the shared segment's bytes on the CPU backend.
+  MemoryStats mem_stats() const;
 
   // Which algorithm the planner would pick for a call of `bytes` (for tools and tests): the
   // message for all_reduce and broadcast, the full buffer (world x count elements) for

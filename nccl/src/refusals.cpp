@@ -1,6 +1,6 @@
 // What this library does not serve, refused with ncclInvalidUsage and a text naming the rank and
 // the reason (exported, so callers that only link them still load): NCCL's device-side
-// communicators and window pointers, suspend/resume, one-sided signals; and the debug-init reload
+// communicators and window pointers, one-sided signals; and the debug-init reload
 // (nothing to reload).
 #include "comm.hpp"
 
@@ -30,19 +30,6 @@ extern "C" ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm*) 
   return refuse(comm, "ncclDevCommDestroy", kDevComm);
 }
 ACTORCC_NCCL_ALIAS(ncclDevCommDestroy)
-
-constexpr const char* kSuspend =
-    "suspending a communicator's memory (ncclCommSuspend/Resume/MemStats) is not implemented in actorcc's NCCL "
-    "library";
-
-extern "C" ncclResult_t ncclCommSuspend(ncclComm_t comm, int) { return refuse(comm, "ncclCommSuspend", kSuspend); }
-ACTORCC_NCCL_ALIAS(ncclCommSuspend)
-extern "C" ncclResult_t ncclCommResume(ncclComm_t comm) { return refuse(comm, "ncclCommResume", kSuspend); }
-ACTORCC_NCCL_ALIAS(ncclCommResume)
-extern "C" ncclResult_t ncclCommMemStats(ncclComm_t comm, int, uint64_t*) {
-  return refuse(comm, "ncclCommMemStats", kSuspend);
-}
-ACTORCC_NCCL_ALIAS(ncclCommMemStats)
 
 constexpr const char* kOneSided =
     "one-sided signals (ncclPutSignal/ncclSignal/ncclWaitSignal) are not implemented in actorcc's NCCL library";

@@ -468,6 +468,29 @@ class Communicator(CollectiveCalls):
         """A barrier of the host threads over the bootstrap network (no device involved)."""
         self._host(self._c.host_barrier)
 
+    # ---- suspend and resume (NCCL's ncclCommSuspend / ncclCommResume) ------------------
+    def suspend(self):
+        """Releases the communicator's memory between phases (colocated RL): the CUDA backend's
+        VMM workspace and this process's mappings of every peer's, the CPU backend's shared
+        segment. Collective (every rank, after its pending async calls, which it waits for); while
+        suspended every call raises an UnsupportedError saying so, at once. resume() restores it."""
+        self._host(self._c.suspend)
+
+    def resume(self):
+        """Makes the memory suspend() released again and re-exchanges it with the peers
+        (collective). Registered buffers stay registered; recapture CUDA graphs made before."""
+        self._host(self._c.resume)
+
+    @property
+    def suspended(self):
+        return self._c.suspended
+
+    def mem_stats(self):
+        """{"suspendable_bytes", "persistent_bytes", "total_bytes", "suspended"}: the memory
+        suspend() releases (0 while suspended), what stays until close, and the state (GPU memory
+        on the CUDA backend, the shared segment on the CPU backend)."""
+        return self._c.mem_stats()
+
     def register_buffer(self, tensor_or_ptr, nbytes=None):
         """Maps this buffer into every local peer (CUDA backend; no-op on CPU), so large
         all-reduces whose output lies in it store the all-gather straight into each rank's
@@ -508,7 +531,8 @@ class Communicator(CollectiveCalls):
         """Tells the other ranks that this rank refused a call with `error` (the group is aborted,
         naming this rank and the reason), unless this communicator is closed or aborted already
         (the library refuses its own findings itself). The caller then raises `error`."""
-        if self._c.closed or self._c.aborted:
+        # Suspended: every rank is (suspend() is collective), so no peer waits in the call.
+        if self._c.closed or self._c.aborted or self._c.suspended:
             return
         msg = str(error)
         try:

@@ -656,6 +656,40 @@ class ActorccProcessGroup(dist.ProcessGroup):
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
     all_to_all_single = alltoall_base
 
+    # ---- suspend and resume ------------------------------------------------------------------
+    # torch's own hooks are ProcessGroupNCCL's (pg.suspend(), pg.resume(), pg.memory_stats(), for
+    # colocated RL between phases); torch.distributed.ProcessGroup has none, so this group offers
+    # the same three methods itself, over Communicator.suspend / resume / mem_stats of each of
+    # its communicators (in the same order on every rank), after the calls queued before them.
+    def _after_queued(self, fn):
+        self._flush_p2p()
+        queue = self._queue
+        if queue is None or queue.idle():
+            return fn()
+        work = HostWork(None, self._rank_)
+        queue.submit(fn, [work])
+        return work.wait()
+
+    def suspend(self):
+        """Releases every communicator's memory (collective; ProcessGroupNCCL.suspend). Calls
+        while suspended raise an UnsupportedError saying so; resume() restores the group."""
+        self._after_queued(lambda: [self._comms[k].suspend() for k in sorted(self._comms)])
+
+    def resume(self):
+        self._after_queued(lambda: [self._comms[k].resume() for k in sorted(self._comms)])
+
+    def memory_stats(self):
+        """ProcessGroupNCCL.memory_stats's shape (a dict of ints): the bytes suspend() releases
+        (0 while suspended), the bytes kept, their total, and 1 while suspended, summed over the
+        group's communicators."""
+        out = {"suspendable_bytes": 0, "persistent_bytes": 0, "total_bytes": 0, "suspended": 0}
+        for k in sorted(self._comms):
+            m = self._comms[k].mem_stats()
+            for key in ("suspendable_bytes", "persistent_bytes", "total_bytes"):
+                out[key] += int(m[key])
+            out["suspended"] |= int(m["suspended"])
+        return out
+
     def shutdown(self):
         if self._queue is not None:  # the queued calls finish (or fail) first
             self._queue.shutdown()

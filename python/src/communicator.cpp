@@ -62,6 +62,17 @@ nb::dict peer_dict(const PeerInfo& p) {
   return d;
 }
 
+// A blocking host-side step of the group (host_barrier, suspend, resume): the GIL released, and
+// Ctrl-C aborting the group so the step, and the peers' in it, end at once.
+void host_step(PyComm& p, void (Communicator::*step)()) {
+  interruptible([&] {
+    std::shared_lock lock(p.mu);
+    Communicator& c = p.get();
+    Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
+    (c.*step)();
+  });
+}
+
 }  // namespace
 
 void bind_communicator(nb::module_& m) {
@@ -264,14 +275,21 @@ void bind_communicator(nb::module_& m) {
             return l;
           },
           nb::arg("blob"), "Every rank's blob (bytes), indexed by rank, over the bootstrap network.")
-      .def("host_barrier",
+      .def("host_barrier", [](PyComm& p) { host_step(p, &Communicator::host_barrier); })
+      // Collective, bounded by the join timeout; interruptible like the other blocking host steps.
+      .def("suspend", [](PyComm& p) { host_step(p, &Communicator::suspend); })
+      .def("resume", [](PyComm& p) { host_step(p, &Communicator::resume); })
+      .def_prop_ro("suspended", [](PyComm& p) { return p.c ? p.c->suspended() : false; })
+      .def("mem_stats",
            [](PyComm& p) {
-             interruptible([&] {
-               std::shared_lock lock(p.mu);
-               Communicator& c = p.get();
-               Interruptible ctrl_c([&c] { c.abort(kInterruptReason); });
-               c.host_barrier();
-             });
+             std::shared_lock lock(p.mu);
+             const MemoryStats m = p.get().mem_stats();
+             nb::dict d;
+             d["suspendable_bytes"] = m.suspendable_bytes;
+             d["persistent_bytes"] = m.persistent_bytes;
+             d["total_bytes"] = m.total_bytes();
+             d["suspended"] = m.suspended;
+             return d;
            })
       .def("check",
            [](PyComm& p) {

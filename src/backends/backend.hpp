@@ -31,6 +31,18 @@ class BackendImpl {
   virtual void deregister_buffer(void* /*ptr*/) {}
   // `registered_output`: the call's output lies in a buffer passed to register_buffer.
   virtual std::string plan(Collective c, size_t bytes, bool registered_output) const = 0;
+  // Communicator::suspend / resume. The core has waited for every rank's quiesce() before
+  // suspend(), so no kernel of the group uses the memory released;
+  // both are collective (resume re-exchanges handles over the bootstrap) and throw together on
+  // every rank. A backend that cannot release its memory refuses (the same on every rank: the
+  // backend is a group decision): can_suspend() false.
+  virtual bool can_suspend() const { return false; }
+  // Waits until this rank's calls are done (the kernels of every stream), then as poll_errors().
+  virtual void quiesce() { poll_errors(); }
+  virtual void suspend() {}
+  virtual void resume() {}
+  // Communicator::mem_stats (`suspended` is filled in by the core).
+  virtual MemoryStats memory() const { return {}; }
   // Communicator::setup_ms.
   virtual std::vector<std::pair<std::string, double>> setup_ms() const { return {}; }
 };

@@ -14,6 +14,7 @@ void AbortSignal::raise(int culprit, ErrorCode code, const std::string& reason) 
     reason_ = reason;
     raised_.store(true, std::memory_order_release);
     run.swap(listeners_);
+    listener_keys_.clear();
   }
   raised_cv_.notify_all();
   for (auto& fn : run) fn();
@@ -80,11 +81,19 @@ bool AbortSignal::wait_until(const Deadline& deadline) const {
   return raised_cv_.wait_until(g, deadline.when(), [this] { return raised_.load(std::memory_order_relaxed); });
 }
 
-void AbortSignal::on_raise(std::function<void()> fn) {
+void AbortSignal::on_raise(std::function<void()> fn) { on_raise(nullptr, std::move(fn)); }
+
+void AbortSignal::on_raise(const void* key, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!raised_.load(std::memory_order_relaxed)) {
+      for (size_t i = 0; key && i < listeners_.size(); ++i)
+        if (listener_keys_[i] == key) {
+          listeners_[i] = std::move(fn);
+          return;
+        }
       listeners_.push_back(std::move(fn));
+      listener_keys_.push_back(key);
       return;
     }
   }

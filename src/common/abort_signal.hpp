@@ -42,6 +42,10 @@ class AbortSignal {
   bool wait_until(const Deadline& deadline) const;
   // Runs `fn` now if already raised, else once when raised (from the raising thread).
   void on_raise(std::function<void()> fn);
+  // As on_raise, replacing the pending listener registered under the same `key`: for an owner
+  // made again and again over one signal (a suspended backend's shared segment, remade on every
+  // resume), so the list does not grow with each remake.
+  void on_raise(const void* key, std::function<void()> fn);
   void set_self_rank(int r) { self_ = r; }
   int self_rank() const { return self_; }
 
@@ -77,6 +81,7 @@ class AbortSignal {
   ErrorCode code_ = ErrorCode::Remote;
   std::string reason_;
   std::vector<std::function<void()>> listeners_;
+  std::vector<const void*> listener_keys_;  // listeners_[i]'s key (nullptr: none)
   // Under loss_mu_ (held while a watcher runs, so that ~LossWatch can wait for it): the losses
   // and the watchers. Never taken with mu_ held.
   mutable std::mutex loss_mu_;

@@ -103,6 +103,27 @@ std::string multinode_shape(Bootstrap& bs, int rank, Deadline dl) {
   return all[0];
 }
 
+// The first step of suspend() and resume(): every rank's call and state ("<call>:<state>"),
+// all-gathered, so ranks that disagree fail together: a rank that suspends while another
+// resumes (their all-gathers pair up) makes both fail, naming the other. Returns the outcomes,
+// whose status is "<call>:ok" where all is well.
+Outcomes agree_step(Bootstrap& bs, const std::string& call, const std::string& state, const std::string& why,
+                    int rank, Deadline dl) {
+  auto all = Outcomes::gather(bs, call + ":" + state, why, dl);
+  std::vector<int> other;
+  std::string theirs;
+  for (int r = 0; r < all.world(); ++r)
+    if (!all.status(r).starts_with(call + ":")) {
+      other.push_back(r);
+      theirs = all.status(r).substr(0, all.status(r).find(':'));
+    }
+  if (!other.empty())
+    throw UnsupportedError(call + ": rank(s) " + rank_list(other) + " called " + theirs + " at the same time " +
+                               "(suspend and resume are collective: every rank makes the same call)",
+                           rank, other.front());
+  return all;
+}
+
 template <typename Make>
 Attempt try_make(Bootstrap& bs, std::unique_ptr<BackendImpl>& out, Make&& make) {
   try {
@@ -219,9 +240,22 @@ struct Communicator::Impl {
     for (size_t i = 0; i < a.num_ops; ++i) refuse_peer(a.ops[i].peer);
   }
 
+  // Communicator::suspend: set and cleared on every rank together (after the same verdicts).
+  std::atomic<bool> suspended{false};
+
   void check_usable() const {
     check_process();
     abort->throw_if_raised();
+    refuse_if_suspended();
+  }
+  // A call while suspended has no memory to run in. Refused on this rank alone, without an
+  // abort: every rank of a suspended group is suspended (suspend() is collective), so no peer
+  // waits inside the call, and the group goes on after resume().
+  void refuse_if_suspended() const {
+    if (suspended.load())
+      throw UnsupportedError("the communicator is suspended (suspend() released its memory): call resume() on every "
+                             "rank before any other call",
+                             ctx.rank);
   }
 
   // The options of a group made from this one (shrink, grow): the same backend kind and device.
@@ -294,7 +328,7 @@ struct Communicator::Impl {
   // Every InvalidArgument of a call is refused: the core's checks, checked mode's mismatch and
   // the backend's own (the CUDA backend checks where memory lives).
   void run(const CollArgs& a) {
-    check_usable();
+    check_usable();  // a call while suspended is refused before anything else
     try {
       validate_args(a, ctx.rank, ctx.world);
       if (ctx.options.checked) check_matching(a);
@@ -635,6 +669,7 @@ void Communicator::register_buffer(void* ptr, size_t bytes) {
 }
 void Communicator::deregister_buffer(void* ptr) {
   impl_->check_process();
+  impl_->refuse_if_suspended();
   impl_->backend->deregister_buffer(ptr);
 }
 
@@ -647,15 +682,112 @@ void Communicator::host_barrier() {
   impl_->bootstrap->barrier(Deadline::after(impl_->ctx.options.timeout));
 }
 
+// While suspended nothing is queued: both report the group's state alone (a watchdog that polls,
+// as torch's does through ncclCommGetAsyncError, must not read the suspension as an error).
 void Communicator::check() {
   impl_->check_process();
+  if (impl_->suspended.load()) return impl_->abort->throw_if_raised();
   impl_->backend->poll_errors();
   impl_->check_usable();
 }
 void Communicator::synchronize(Stream stream) {
   impl_->check_process();
+  if (impl_->suspended.load()) return impl_->abort->throw_if_raised();
   impl_->backend->synchronize(stream);
   impl_->check_usable();
+}
+
+// Three all-gathered steps, so every rank takes the same branch whatever failed where: every
+// rank's state and quiesce (no rank releases while a peer's kernel may still write into its
+// workspace), the release, its verdict.
+void Communicator::suspend() {
+  Impl& me = *impl_;
+  me.check_process();
+  me.abort->throw_if_raised();
+  const int rank = me.ctx.rank;
+  if (!me.backend->can_suspend()) {
+    const std::string which = me.ctx.num_nodes > 1
+                                  ? "the backend of a group across " + std::to_string(me.ctx.num_nodes) + " nodes"
+                                  : "the " + std::string(to_string(me.backend->kind())) + " backend";
+    throw UnsupportedError("suspend: " + which + " cannot release its memory (the CPU and CUDA backends of one node can)",
+                           rank);
+  }
+  Bootstrap& bs = *me.bootstrap;
+  const Deadline dl = Deadline::after(me.ctx.options.join_timeout);
+  std::string state = "ok", why;
+  if (me.suspended.load()) {
+    state = "again";
+    why = "suspended already";
+  } else {
+    try {
+      me.backend->quiesce();
+    } catch (const std::exception& e) {
+      state = "fail";
+      why = Outcomes::reason(e);
+    }
+  }
+  const auto all = agree_step(bs, "suspend", state, why, rank, dl);
+  if (!all.ranks("suspend:again").empty())
+    throw UnsupportedError("suspend: rank(s) " + rank_list(all.ranks("suspend:again")) +
+                               " are suspended already (a suspended communicator is resumed, not suspended again)",
+                           rank, all.ranks("suspend:again").front());
+  if (const auto failed = all.ranks("suspend:fail"); !failed.empty())
+    throw Error(ErrorCode::Remote, "suspend: a call in flight failed on " + all.reasons("suspend:fail"), rank,
+                failed.front());
+  Attempt mine;
+  try {
+    me.backend->suspend();
+  } catch (const Error& e) {
+    mine = {Outcomes::reason(e), e.code(), e.culprit()};
+  } catch (const std::exception& e) {
+    mine = {Outcomes::reason(e), ErrorCode::Internal};
+  }
+  // Suspended whatever the verdict: what was released is gone, and resume() makes it all again.
+  me.suspended.store(true);
+  auto bad = failed_ranks(bs, dl, mine);
+  if (!bad.ok()) bad.raise("suspend: releasing the backend's memory failed on ", rank);
+  LOG_INFO("rank " << rank << ": suspended (" << to_string(me.backend->kind()) << " backend's memory released)");
+}
+
+void Communicator::resume() {
+  Impl& me = *impl_;
+  me.check_process();
+  me.abort->throw_if_raised();
+  const int rank = me.ctx.rank;
+  Bootstrap& bs = *me.bootstrap;
+  const Deadline dl = Deadline::after(me.ctx.options.join_timeout);
+  const bool mine_suspended = me.suspended.load();
+  const auto all = agree_step(bs, "resume", mine_suspended ? "ok" : "active", mine_suspended ? "" : "not suspended", rank, dl);
+  if (const auto active = all.ranks("resume:active"); !active.empty())
+    throw UnsupportedError("resume: rank(s) " + rank_list(active) +
+                               " are not suspended (resume() follows suspend() on every rank)",
+                           rank, active.front());
+  std::unique_ptr<BackendImpl> unused;
+  // try_make's rules: a rank that timed out in the exchange aborts the group with its cause.
+  auto bad = failed_ranks(bs, dl, try_make(bs, unused, [&]() -> std::unique_ptr<BackendImpl> {
+                            me.backend->resume();
+                            return nullptr;
+                          }));
+  if (!bad.ok()) {
+    // Some ranks made their memory and others did not: all release again and stay suspended,
+    // so a retry starts from the same state everywhere.
+    try {
+      me.backend->suspend();
+    } catch (const std::exception& e) {
+      LOG_WARN("rank " << rank << ": releasing after a failed resume: " << e.what());
+    }
+    bad.raise("resume: making the backend's memory again failed on ", rank);
+  }
+  me.suspended.store(false);
+}
+
+bool Communicator::suspended() const noexcept { return impl_->suspended.load(); }
+
+MemoryStats Communicator::mem_stats() const {
+  impl_->check_process();
+  MemoryStats m = impl_->backend->memory();
+  m.suspended = impl_->suspended.load();
+  return m;
 }
 
 void Communicator::abort(const std::string& reason) {

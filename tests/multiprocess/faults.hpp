@@ -26,6 +26,8 @@ void arm_before_shm_open(std::function<void(const char*)> action);
 // (--phase removed | pidns_sweep; shm_removal.cpp); sweep_group: a group of one that only sweeps.
 int shm_removal_run(const Args& a);
 int sweep_group_run(const Args& a);
+// Suspend and resume (--phase cycles | again | mixed; suspend.cpp).
+int suspend_run(const Args& a);
 // Elastic membership scenarios (--phase; elastic.cpp).
 int elastic_run(const Args& a);
 // True when `text` names rank `r`: "rank 3", "rank(s) 3", "ranks 0, 3 of 4" ...

@@ -25,6 +25,8 @@
 //                shrink_kill | grow_kill | cycles | newcomer | newcomer_dies; elastic.cpp)
 //   shm_removal  rank --culprit's group segment is removed (--phase removed) or swept from
 //                another pid namespace (--phase pidns_sweep) before it maps it (shm_removal.cpp)
+//   suspend      suspend/resume cycles, a second suspend, ranks that disagree (--phase cycles |
+//                again | mixed; suspend.cpp)
 //   sweep_group  a group of one (its own id), whose setup sweeps /dev/shm for orphans
 //   link_cut     all_reduce until the link between nodes is cut; the error must name a rank on
 //                another node (driven by tcp_nodes.sh netns)
@@ -49,6 +51,7 @@ int run(const Args& a) {
   if (a.mode == "link_cut") return link_cut_run(a);
   if (a.mode == "elastic") return elastic_run(a);
   if (a.mode == "shm_removal") return shm_removal_run(a);
+  if (a.mode == "suspend") return suspend_run(a);
   if (a.mode == "sweep_group") return sweep_group_run(a);
   const UniqueId id = UniqueId::parse(a.id);
   const std::string tag = "rank " + std::to_string(a.rank);

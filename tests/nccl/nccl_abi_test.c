@@ -1016,6 +1016,91 @@ static int shrinkref_worker(ncclComm_t base, int rank, int world) {
   return g_fail ? 1 : 0;
 }
 
+/* NCCL 2.29's suspend/resume (this nccl.h may predate it: NCCL's declarations, copied as facts). */
+#ifndef NCCL_SUSPEND_MEM
+#define NCCL_SUSPEND_MEM 0x01
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+#endif
+
+static uint64_t mem_stat(ncclComm_t comm, int stat) {
+  uint64_t v = ~0ull;
+  NCCLOK(ncclCommMemStats(comm, (ncclCommMemStat_t)stat, &v));
+  return v;
+}
+
+static int shm_mappings(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f)) n += strstr(line, "/dev/shm/actorcc-") != NULL;
+  if (f) fclose(f);
+  return n;
+}
+
+/* ncclCommSuspend / Resume / MemStats with NCCL's flags and answers: 20 cycles with exact
+   all-reduces, the memory released while suspended (CPU mode: the shared segment unmapped),
+   calls refused with ncclInvalidUsage naming the suspension, a second suspend or resume
+   refused, and the watchdog's poll (ncclCommGetAsyncError) still reporting success. */
+static int suspend_worker(ncclComm_t comm, int rank, int world) {
+  const size_t n = 100003;
+  float* x = xalloc(n * sizeof(float));
+  cudaStream_t st = xstream();
+  const uint64_t active = mem_stat(comm, ncclStatGpuMemSuspend);
+  CHECK(active > 0 && mem_stat(comm, ncclStatGpuMemSuspended) == 0, "rank %d: active stats %llu", rank,
+        (unsigned long long)active);
+  CHECK(mem_stat(comm, ncclStatGpuMemTotal) == active + mem_stat(comm, ncclStatGpuMemPersist), "rank %d: total", rank);
+  uint64_t v = 0;
+  CHECK(ncclCommMemStats(comm, (ncclCommMemStat_t)7, &v) == ncclInvalidArgument, "rank %d: stat 7 accepted", rank);
+  CHECK(ncclCommMemStats(comm, ncclStatGpuMemTotal, NULL) == ncclInvalidArgument, "rank %d: NULL value", rank);
+  NCCLOK(ncclCommSuspend(comm, 0)); /* no NCCL_SUSPEND_MEM: nothing is released */
+  CHECK(mem_stat(comm, ncclStatGpuMemSuspended) == 0, "rank %d: flags 0 suspended the memory", rank);
+  for (int k = 0; k < 20; ++k) {
+    for (size_t i = 0; i < n; ++i) x[i] = (float)(rank * 1000 + k + (int)(i % 13));
+    NCCLOK(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, st));
+    xsync(st);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      bad += x[i] != (float)(1000 * world * (world - 1) / 2 + world * (k + (int)(i % 13)));
+    CHECK(bad == 0, "rank %d cycle %d: %zu wrong elements", rank, k, bad);
+    NCCLOK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+    CHECK(mem_stat(comm, ncclStatGpuMemSuspended) == 1 && mem_stat(comm, ncclStatGpuMemSuspend) == 0,
+          "rank %d cycle %d: stats while suspended", rank, k);
+    CHECK(shm_mappings() == 0, "rank %d cycle %d: the segment is mapped while suspended", rank, k);
+    const double t0 = now_s();
+    ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, st);
+    CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(comm), "suspended") != NULL && now_s() - t0 < 1.0,
+          "rank %d cycle %d: all-reduce while suspended gave %d: %s", rank, k, (int)r, ncclGetLastError(comm));
+    ncclResult_t async = ncclInternalError;
+    NCCLOK(ncclCommGetAsyncError(comm, &async));
+    CHECK(async == ncclSuccess, "rank %d cycle %d: async error %d while suspended", rank, k, (int)async);
+    if (k == 0) {
+      r = ncclCommSuspend(comm, NCCL_SUSPEND_MEM);
+      CHECK(r == ncclInvalidUsage, "rank %d: a second suspend gave %d", rank, (int)r);
+    }
+    NCCLOK(ncclCommResume(comm));
+    CHECK(mem_stat(comm, ncclStatGpuMemSuspend) == active && mem_stat(comm, ncclStatGpuMemSuspended) == 0,
+          "rank %d cycle %d: stats after resume", rank, k);
+  }
+  ncclResult_t r = ncclCommResume(comm);
+  CHECK(r == ncclInvalidUsage, "rank %d: resuming an active comm gave %d", rank, (int)r);
+  x[0] = 1.0f;
+  NCCLOK(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, comm, st));
+  xsync(st);
+  CHECK(x[0] == (float)world, "rank %d: after the cycles %g", rank, x[0]);
+  xfree(x);
+  xstream_free(st);
+  NCCLOK(ncclCommDestroy(comm));
+  return g_fail ? 1 : 0;
+}
+
 static int worker(const char* mode, int rank, int world, const char* idhex) {
   ncclUniqueId id;
   unhex_id(idhex, &id);
@@ -1056,9 +1141,10 @@ static int worker(const char* mode, int rank, int world, const char* idhex) {
     return g_fail ? 1 : 0;
   }
   if (strcmp(mode, "abort") == 0 || strcmp(mode, "stall") == 0 || strncmp(mode, "mismatch", 8) == 0 ||
-      strcmp(mode, "refuse") == 0 || strcmp(mode, "shrinkref") == 0) {
+      strcmp(mode, "refuse") == 0 || strcmp(mode, "shrinkref") == 0 || strcmp(mode, "suspend") == 0) {
     NCCLOK(ncclCommInitRank(&comm, world, id, rank));
     if (strcmp(mode, "refuse") == 0) return refuse_worker(comm, rank, world);
+    if (strcmp(mode, "suspend") == 0) return suspend_worker(comm, rank, world);
     if (strcmp(mode, "shrinkref") == 0) return shrinkref_worker(comm, rank, world);
     if (strcmp(mode, "abort") == 0) return abort_worker(comm, rank);
     if (strcmp(mode, "stall") == 0) return stall_worker(comm, rank);
@@ -1734,7 +1820,7 @@ int main(int argc, char** argv) {
   signal(SIGBUS, on_fatal);
   signal(SIGABRT, on_fatal);
   if (argc < 2) {
-    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill|mismatch|stall|elastic|group_release|refuse|shrinkref\n",
+    fprintf(stderr, "usage: %s api|procs N|threads N|abort|kill|mismatch|stall|elastic|group_release|refuse|shrinkref|suspend\n",
             argv[0]);
     return 2;
   }
@@ -1765,6 +1851,7 @@ int main(int argc, char** argv) {
     rc = launch("stall", 2, 40, -1);
   }
   else if (strcmp(m, "kill") == 0) rc = launch("kill", 2, 40, 1);
+  else if (strcmp(m, "suspend") == 0) rc = launch("suspend", 3, 60, -1);
   else if (strcmp(m, "refuse") == 0 || strcmp(m, "shrinkref") == 0) {
     setenv("ACTORCC_TIMEOUT_S", "60", 1); /* far longer than the few seconds the peers may take */
     rc = launch(m, 3, 80, -1);

@@ -102,6 +102,24 @@ TEST(AbortSignal, WaitUntilEndsWhenRaisedOrAtItsDeadline) {
 
 // Issue 44: ranks killed together reach the root one by one; every loss it reports is kept,
 // not only the first, and every error lists them (culprits()).
+// A listener registered again under its key replaces the earlier one (a shared segment made
+// again on every resume), so a suspended and resumed communicator's list does not grow; unkeyed
+// listeners all run.
+TEST(AbortSignal, AKeyedListenerReplacesTheOneBeforeIt) {
+  AbortSignal s(0);
+  int key = 0, first = 0, second = 0, plain = 0;
+  s.on_raise(&key, [&] { ++first; });
+  s.on_raise(&key, [&] { ++second; });
+  s.on_raise([&] { ++plain; });
+  s.on_raise([&] { ++plain; });
+  s.raise(1, ErrorCode::Remote, "x");
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(second, 1);
+  EXPECT_EQ(plain, 2);
+  s.on_raise(&key, [&] { ++second; });  // raised already: runs now
+  EXPECT_EQ(second, 2);
+}
+
 TEST(Error, CulpritsHoldTheCulpritByDefault) {
   EXPECT_EQ(RemoteError("peer died", 5, 2).culprits(), std::vector<int>{5});
   EXPECT_TRUE(TimeoutError("root silent", 2).culprits().empty());

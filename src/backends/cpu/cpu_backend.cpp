@@ -15,15 +15,33 @@ namespace {
 
 class CpuBackend final : public BackendImpl {
  public:
-  explicit CpuBackend(GroupContext& ctx) : ctx_(ctx), group_(ShmGroup::establish(ctx)) {
-    const std::string& algo = group_->algo();
+  explicit CpuBackend(GroupContext& ctx) : ctx_(ctx), group_(ShmGroup::establish(ctx)), algo_(group_->algo()) {
+    const std::string& algo = algo_;
     if (!algo.empty() && algo != "oneshot" && algo != "twoshot")
       LOG_WARN("rank " << ctx.rank << ": algorithm '" << algo
                        << "' does not exist on the CPU backend (oneshot, twoshot); using the planner's choice");
   }
 
   Backend kind() const override { return Backend::Cpu; }
-  void poll_errors() override { group_->check_abort(); }
+  void poll_errors() override {
+    if (group_) group_->check_abort();
+    else ctx_.abort->throw_if_raised();
+  }
+
+  // The segment is all this backend holds: suspend unmaps it (its name went from /dev/shm when
+  // every rank had mapped it, so the last unmap frees its pages); resume establishes a new one
+  // the way the constructor did, collectively, with fresh rounds and steps on every rank.
+  // Calls are synchronous, so once every rank is in suspend() none reads a peer's slot.
+  bool can_suspend() const override { return true; }
+  void suspend() override { group_.reset(); }
+  void resume() override {
+    if (!group_) group_ = ShmGroup::establish(ctx_);
+  }
+  MemoryStats memory() const override {
+    MemoryStats m;
+    if (group_) m.suspendable_bytes = group_->mapped_bytes();
+    return m;
+  }
 
   void run(const CollArgs& a) override {
     // Point-to-point based calls run even with nothing to move: the empty message still lets
@@ -67,15 +85,16 @@ class CpuBackend final : public BackendImpl {
 
  private:
   bool oneshot(size_t bytes) const {
-    if (group_->algo() == "oneshot") return true;
-    if (group_->algo() == "twoshot") return false;
+    if (algo_ == "oneshot") return true;
+    if (algo_ == "twoshot") return false;
     return bytes <= cpu::kOneShotMaxBytes;
   }
   // All ranks are on this host (checked at construction): global rank r is local index r.
   int local_of(int rank) const { return rank; }
 
   GroupContext& ctx_;
-  std::unique_ptr<ShmGroup> group_;
+  std::unique_ptr<ShmGroup> group_;  // null while suspended
+  std::string algo_;                 // local rank 0's choice (ShmGroup::algo), kept while suspended
 };
 
 }  // namespace

@@ -56,6 +56,10 @@ using cuda_rt::DeviceGuard;
 constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 
 constexpr size_t kP2PSeqWords = size_t(2) * cuda::kMaxRanks * cuda::kP2PChannels;
+// The device counters: [kMaxBlocks] step counters, then the abort-poll timestamp and the device
+// abort copy, then the error record's claim, the point-to-point message counts
+// (DeviceComm::p2p_seq) and the call count (DeviceComm::call_seq).
+constexpr size_t kCounterBytes = (cuda::kMaxBlocks + 3 + kP2PSeqWords + 1) * sizeof(unsigned long long);
 
 // The host-mapped words every kernel of the group sees: [0] abort (host -> device), [4..15] the
 // error record (device -> host: kernels/device_comm.cuh KernelError).
@@ -120,11 +124,7 @@ class CudaBackend final : public BackendImpl {
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "cudaDeviceGetAttribute");
       mine = cuda::Settings::local(ctx.options, sms);
       words_ = std::make_shared<HostWords>();
-      // [kMaxBlocks] step counters, then the abort-poll timestamp and the device abort copy,
-      // then the error record's claim, the point-to-point message counts (DeviceComm::p2p_seq)
-      // and the call count (DeviceComm::call_seq).
-      counters_ = std::make_unique<cuda_rt::DeviceBuffer>((cuda::kMaxBlocks + 3 + kP2PSeqWords + 1) *
-                                                          sizeof(unsigned long long));
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>(kCounterBytes);
       order_event_ = std::make_unique<cuda_rt::Event>();
     } catch (const std::exception& e) {
       err = Outcomes::reason(e);
@@ -155,20 +155,16 @@ class CudaBackend final : public BackendImpl {
     shape.ll128_blocks = agreed_.tune.ll128_blocks;
     shape.ll128_bytes = agreed_.tune.ll128_bytes;
     const size_t total = cuda::lay_out_workspace(d, shape);
+    ws_bytes_ = total;
 
     ws_ = ipc::SharedWorkspace::create(ctx, device_, total);
-    for (int r = 0; r < cuda::kMaxRanks; ++r) d.ws[r] = r < W ? static_cast<char*>(ws_->peer(r)) : nullptr;
-    d.counters = static_cast<unsigned long long*>(counters_->get());
+    bind_memory();
     d.abort_word = words_->dev();
     d.error = words_->dev() + 4;
     // Saturating: an infinite timeout (milliseconds::max()) must not wrap to a short one.
     d.timeout_ns = static_cast<unsigned long long>(ctx.options.timeout.count()) >= ~0ull / 1000000ull
                        ? ~0ull
                        : static_cast<unsigned long long>(ctx.options.timeout.count()) * 1000000ull;
-    d.abort_poll = d.counters + cuda::kMaxBlocks;
-    d.error_claim = d.abort_poll + 2;
-    d.p2p_seq = d.error_claim + 1;
-    d.call_seq = d.p2p_seq + kP2PSeqWords;
     d.mutation = mutation_from_env();  // test-only build; 0 in every other (common/mutation.hpp)
     if (d.mutation) LOG_WARN("rank " << ctx.rank << ": test-only kernel mutation " << d.mutation << " is active");
     d.abort_poll_ns = static_cast<unsigned long long>(mine.own.abort_poll_us) * 1000ull;
@@ -290,6 +286,53 @@ class CudaBackend final : public BackendImpl {
     if (sid) mark_ordered(stream, *sid);
   }
 
+  // Suspend releases the GPU memory this backend allocated: the VMM workspace with this
+  // process's mappings of every peer's (a peer's memory is freed once its owner and every
+  // importer have let go, which every rank does here after the core's barrier) and the device
+  // counters. Resume makes both again, zeroed, on every rank, and re-exchanges the workspace's
+  // handles: the flags' epochs and the call counts restart together, as on a new group. Kept:
+  // the host-mapped words (host memory), the event that orders calls, registered buffers (the
+  // caller's memory, mapped by legacy IPC handles that stay valid).
+  bool can_suspend() const override { return true; }
+  void quiesce() override {
+    DeviceGuard guard(device_);
+    const cudaError_t e = cudaDeviceSynchronize();  // every stream's kernels of this group
+    check_device_errors();
+    check(e, "cudaDeviceSynchronize (suspend)");
+  }
+  void suspend() override {
+    if (ctx_.world == 1) return;  // nothing shared, nothing allocated
+    DeviceGuard guard(device_);
+    ws_.reset();
+    counters_.reset();
+    bind_memory();
+  }
+  void resume() override {
+    if (ctx_.world == 1 || ws_) return;
+    DeviceGuard guard(device_);
+    const Deadline dl = Deadline::after(ctx_.options.join_timeout);
+    // Shared before the workspace's exchange, so a rank whose allocation fails does not leave
+    // the others waiting in it.
+    std::string err;
+    try {
+      counters_ = std::make_unique<cuda_rt::DeviceBuffer>(kCounterBytes);
+    } catch (const std::exception& e) {
+      err = Outcomes::reason(e);
+    }
+    const auto all = Outcomes::gather_error(*ctx_.bootstrap, err, dl);
+    if (!all.all_ok()) {
+      counters_.reset();
+      throw CudaError("allocating the CUDA backend's counters failed on " + all.reasons(), ctx_.rank, all.ranks().front());
+    }
+    ws_ = ipc::SharedWorkspace::create(ctx_, device_, ws_bytes_);  // zeroes it, then synchronizes the device
+    bind_memory();
+  }
+  MemoryStats memory() const override {
+    MemoryStats m;
+    if (ws_) m.suspendable_bytes = ws_->size() + kCounterBytes;
+    return m;
+  }
+
   // Registered outputs let the pipelined two-shot's all-gather store into the peers' outputs
   // (transport/ipc/registered_buffers.hpp); everything else reads and writes user buffers
   // directly anyway. Both calls are collective.
@@ -332,6 +375,18 @@ class CudaBackend final : public BackendImpl {
                                 " but this communicator uses device " + std::to_string(device_),
                             ctx_.rank);
     checked_[next_checked_++ % checked_.size()] = p;
+  }
+
+  // The workspace's and counters' addresses in the kernels' handle (null while suspended).
+  void bind_memory() {
+    DeviceComm& d = dc_;
+    for (int r = 0; r < cuda::kMaxRanks; ++r)
+      d.ws[r] = ws_ && r < ctx_.world ? static_cast<char*>(ws_->peer(r)) : nullptr;
+    d.counters = counters_ ? static_cast<unsigned long long*>(counters_->get()) : nullptr;
+    d.abort_poll = d.counters ? d.counters + cuda::kMaxBlocks : nullptr;
+    d.error_claim = d.abort_poll ? d.abort_poll + 2 : nullptr;
+    d.p2p_seq = d.error_claim ? d.error_claim + 1 : nullptr;
+    d.call_seq = d.p2p_seq ? d.p2p_seq + kP2PSeqWords : nullptr;
   }
 
   // A kernel that gave up (timeout, abort, mismatch) left a record in host-mapped memory: turn
@@ -467,7 +522,8 @@ class CudaBackend final : public BackendImpl {
   DeviceComm dc_{};
   std::shared_ptr<HostWords> words_;
   std::unique_ptr<cuda_rt::DeviceBuffer> counters_;
-  std::unique_ptr<ipc::SharedWorkspace> ws_;
+  std::unique_ptr<ipc::SharedWorkspace> ws_;  // null while suspended
+  size_t ws_bytes_ = 0;                       // what resume() allocates again
   ipc::RegisteredBuffers registered_;
   std::unique_ptr<cuda_rt::Event> order_event_;
   std::optional<unsigned long long> last_stream_;  // the last eager call's stream id

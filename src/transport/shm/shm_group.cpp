@@ -225,7 +225,8 @@ ShmGroup::ShmGroup(GroupContext& ctx, ShmSegment seg, size_t buffer_bytes, std::
   std::weak_ptr<ShmSegment> weak = seg_;
   AbortSignal* signal = ctx.abort.get();
   const int n = n_;
-  ctx.abort->on_raise([weak, signal, n] {
+  // Keyed by the context: a group made again over it (suspend, resume) replaces its listener.
+  ctx.abort->on_raise(&ctx, [weak, signal, n] {
     if (auto s = weak.lock()) publish_abort(s->data(), n, signal->culprit(), signal->reason());
   });
 }

@@ -60,6 +60,7 @@ class ShmGroup {
   // Options::algo as local rank 0 has it: every rank must pick the same algorithm (they differ
   // in their sync points), even if the ranks' options or environments differ.
   const std::string& algo() const { return algo_; }
+  size_t mapped_bytes() const { return seg_->size(); }  // the whole segment, mapped by every local rank
 
   // Starts the next round; returns its number (same on every rank).
   uint64_t next_round() { return ++round_; }

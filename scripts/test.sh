@@ -20,10 +20,15 @@ bash scripts/install_deps.sh
 bash scripts/ci_python_deps.sh
 . scripts/build_progress.sh
 . scripts/build_folder.sh
-# The CUDA backend where nvcc is (CMakeLists.txt's default; ACTORCC_CUDA=OFF skips it), in the
-# folder scripts/bench.sh uses with the same setting.
+# The CUDA backend where nvcc is (where CMake's check_language(CUDA) finds one: CUDACXX, PATH,
+# /usr/local/cuda; ACTORCC_CUDA=OFF skips it), in the folder scripts/bench.sh uses with the same
+# setting.
 if [ -z "${ACTORCC_CUDA:-}" ]; then
-  if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then ACTORCC_CUDA=ON; else ACTORCC_CUDA=OFF; fi
+  if [ -n "${CUDACXX:-}" ] || command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    ACTORCC_CUDA=ON
+  else
+    ACTORCC_CUDA=OFF
+  fi
 fi
 BUILD=${BUILD:-$(shared_build_folder "$ACTORCC_CUDA")}
 use_folder_generator "$BUILD"

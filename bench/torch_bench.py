@@ -37,7 +37,9 @@ First call (every variant, every trial): init_process_group's time, then the tim
 dist.all_reduce after it (the smallest size -b; a backend forming its communicator lazily pays
 for that here) and of the second, each a sync call alone; per variant the slowest and the
 fastest rank's (the ranks leave init_process_group at different times, and a first call also
-waits for the last rank to arrive), the medians over the trials.
+waits for the last rank to arrive), the medians over the trials. On CUDA every variant's
+init_process_group is given its device (device_id), so NCCL's backend and actorcc's form their
+communicators there.
 
 Pairs: with several trials, every pair of variants that both ran (actorcc and nccl-actorcc
 against nccl, actorcc against gloo) is also compared trial by trial: in the rotation the two run
@@ -133,8 +135,11 @@ class RankBench:
             torch.cuda.set_device(self.rank % torch.cuda.device_count())
         self.dev = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
         t0 = time.perf_counter()
+        # CUDA: the group's device given, as torch asks of NCCL's users (device_id: NCCL's backend
+        # and actorcc's form their communicators in init_process_group, not in the first call)
+        bound = {"device_id": self.dev} if self.cuda else {}
         dist.init_process_group(self.backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=self.rank,
-                                world_size=self.world, timeout=datetime.timedelta(seconds=args.timeout))
+                                world_size=self.world, timeout=datetime.timedelta(seconds=args.timeout), **bound)
         self.pg = dist.distributed_c10d._get_default_group()
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
         self.first = {"init": time.perf_counter() - t0, **self.first_calls(args.sizes[0])}

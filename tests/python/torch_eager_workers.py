@@ -59,3 +59,38 @@ def formed_at_creation(rank, world, port, backend, device_id, lazy):
     dist.barrier()
     dist.destroy_process_group()
     return fails
+
+
+def formed_on_gpu(rank, world, port, device_id):
+    """On a GPU process: with device_id (GPU 0, which the ranks share), init_process_group forms
+    the CUDA communicator and new_group inherits the device and forms its own; without it, the
+    device is unknown until the first call (CPU or CUDA tensors may come), which forms it."""
+    import torch
+    import torch.distributed as dist
+    import actorcc.torch  # noqa: F401  registers the backend
+    torch.cuda.set_device(0)
+    kwargs = {"device_id": torch.device("cuda", 0)} if device_id else {}
+    dist.init_process_group("actorcc", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, **kwargs)
+    pg = dist.distributed_c10d._get_default_group()
+    want = ["cuda"] if device_id else []
+    fails = []
+    if sorted(pg._comms) != want:
+        fails.append(f"world: communicators {sorted(pg._comms)} after init_process_group, want {want}")
+    sub = dist.new_group(list(range(world)))
+    if sorted(sub._comms) != want:
+        fails.append(f"new_group: communicators {sorted(sub._comms)} after new_group, want {want}")
+    if device_id and sub.bound_device_id != torch.device("cuda", 0):
+        fails.append(f"new_group: bound_device_id {sub.bound_device_id}, want cuda:0")
+    with contextlib.nullcontext() if not device_id else _no_new_communicator():
+        for group, what in ((None, "world"), (sub, "new_group")):
+            x = torch.full((1024,), float(rank + 1), device="cuda")
+            dist.all_reduce(x, group=group)
+            torch.cuda.synchronize()
+            want_sum = float(sum(r + 1 for r in range(world)))
+            if not bool((x == want_sum).all()):
+                fails.append(f"{what}: all_reduce gave {x[:4].tolist()}, want {want_sum}")
+    if sorted(pg._comms) != ["cuda"]:
+        fails.append(f"world: communicators {sorted(pg._comms)} after the calls, want ['cuda']")
+    dist.barrier()
+    dist.destroy_process_group()
+    return fails

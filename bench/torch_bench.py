@@ -33,6 +33,14 @@ it):
             apart from torch's (ctypes adds about 1 us alike to both libraries)
 The results are checked (every rank's input is rank + 1, the sum world * (world + 1) / 2).
 
+First call (every variant, every trial): init_process_group's time, then the time of the first
+dist.all_reduce after it (the smallest size -b; a backend forming its communicator lazily pays
+for that here) and of the second, each a sync call alone; per variant the slowest and the
+fastest rank's (the ranks leave init_process_group at different times, and a first call also
+waits for the last rank to arrive), the medians over the trials. On CUDA every variant's
+init_process_group is given its device (device_id), so NCCL's backend and actorcc's form their
+communicators there.
+
 Pairs: with several trials, every pair of variants that both ran (actorcc and nccl-actorcc
 against nccl, actorcc against gloo) is also compared trial by trial: in the rotation the two run
 minutes apart at most, so the ratio of their figures in one trial cancels the machine's slower
@@ -126,10 +134,15 @@ class RankBench:
         if self.cuda:
             torch.cuda.set_device(self.rank % torch.cuda.device_count())
         self.dev = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        t0 = time.perf_counter()
+        # CUDA: the group's device given, as torch asks of NCCL's users (device_id: NCCL's backend
+        # and actorcc's form their communicators in init_process_group, not in the first call)
+        bound = {"device_id": self.dev} if self.cuda else {}
         dist.init_process_group(self.backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=self.rank,
-                                world_size=self.world, timeout=datetime.timedelta(seconds=args.timeout))
+                                world_size=self.world, timeout=datetime.timedelta(seconds=args.timeout), **bound)
         self.pg = dist.distributed_c10d._get_default_group()
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
+        self.first = {"init": time.perf_counter() - t0, **self.first_calls(args.sizes[0])}
         self.modes = ["sync", "async"] + (["event"] if self.cuda else []) + (
             ["raw"] if self.backend == "actorcc" else ["lib"] if self.backend == "nccl" else [])
         self.wrong, self.calls, self.lib_errors = 0, {}, {}
@@ -155,6 +168,17 @@ class RankBench:
                 fn()
             self.sync()
             self.calls[nbytes] = (n, x, calls)
+
+    def first_calls(self, nbytes):
+        """Seconds of the group's first and second dist.all_reduce of `nbytes`, each synced."""
+        x = self.torch.ones(nbytes // 4, dtype=self.torch.float32, device=self.dev)
+        out = {}
+        for which in ("first", "second"):
+            t0 = time.perf_counter()
+            self.dist.all_reduce(x)
+            self.sync()
+            out[which] = time.perf_counter() - t0
+        return out
 
     def round(self, mode, nbytes):
         """Seconds per call of one round: n calls of `mode` at `nbytes`, then a sync, / n (None
@@ -230,7 +254,7 @@ def rank_main(args):
     rows = rb.rows(figure)
     rb.graphs(rows)
     rb.close()
-    return {"rank": rb.rank, "rows": rows, "wrong": rb.wrong}
+    return {"rank": rb.rank, "rows": rows, "wrong": rb.wrong, "first": rb.first}
 
 
 def rank_serve(args):
@@ -238,7 +262,7 @@ def rank_serve(args):
     then one round per command read from stdin ("round MODE BYTES", answered with the seconds
     per call or "-"), until "finish" (graphs, then the rows as JSON) or end of input."""
     rb = RankBench(args)
-    print(f"@@ready {json.dumps({'wrong': rb.wrong})}", flush=True)
+    print(f"@@ready {json.dumps({'wrong': rb.wrong, 'first': rb.first})}", flush=True)
     for line in sys.stdin:
         cmd = line.split()
         if cmd[:1] == ["round"]:
@@ -381,13 +405,45 @@ def merge_ranks(variant, world, per_rank_rows):
     return rows
 
 
+def merge_first(variant, world, nbytes, firsts):
+    """The first-call figures of one group from every rank's (see "First call"), in ms."""
+    out = {"variant": variant, "world": world, "bytes": nbytes}
+    for key in ("init", "first", "second"):
+        vals = [f[key] * 1e3 for f in firsts]
+        out[key + "_ms"], out[key + "_min_ms"] = max(vals), min(vals)
+    return out
+
+
+def median_first(entries, label="trials"):
+    """One first-call entry from several trials' (or interleaved groups': one): each figure the
+    median, the values beside it."""
+    out = dict(entries[0])
+    for key in [k for k in entries[0] if k.endswith("_ms")]:
+        vals = [e[key] for e in entries]
+        out[key] = statistics.median(vals)
+        if len(entries) > 1:
+            out[key[:-3] + f"_{label}_ms"] = vals
+    return out
+
+
+def print_first(entries, world, out):
+    if not entries:
+        return
+    print(f"# world {world}: first dist.all_reduce after init_process_group ({fmt_bytes(entries[0]['bytes'])}), "
+          f"ms, slowest rank [fastest]", file=out)
+    for e in entries:
+        print(f"  {e['variant']:>13}  init {e['init_ms']:9.2f} [{e['init_min_ms']:.2f}]  first call "
+              f"{e['first_ms']:9.2f} [{e['first_min_ms']:.2f}]  second call {e['second_ms']:8.2f} "
+              f"[{e['second_min_ms']:.2f}]", file=out)
+
+
 def run_variant(variant, world, args, ngpu):
     """One trial: `world` fresh ranks of one variant measure everything; returns (merged rows,
-    note)."""
+    note, first-call figures)."""
     tmp = tempfile.mkdtemp(prefix="torch_bench_")
     procs, why = start_ranks(variant, world, args, ngpu, lambda r: ["--out", os.path.join(tmp, f"r{r}.json")])
     if procs is None:
-        return None, why
+        return None, why, None
     deadline = time.monotonic() + args.variant_timeout
     logs = []
     for p in procs:
@@ -398,19 +454,20 @@ def run_variant(variant, world, args, ngpu):
                 q.kill()
             out, _ = p.communicate()
             logs.append(out.decode(errors="replace"))
-            return None, f"FAILED: timed out after {args.variant_timeout} s; rank output: {logs[-1][-600:]}"
+            return None, f"FAILED: timed out after {args.variant_timeout} s; rank output: {logs[-1][-600:]}", None
         logs.append(out.decode(errors="replace"))
     bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
     if bad:
         r = bad[0][0]
-        return None, f"FAILED: rank {r} exit {bad[0][1]}: {logs[r][-1200:]}"
+        return None, f"FAILED: rank {r} exit {bad[0][1]}: {logs[r][-1200:]}", None
     per_rank = []
     for r in range(world):
         with open(os.path.join(tmp, f"r{r}.json")) as f:
             per_rank.append(json.load(f))
     wrong = sum(pr["wrong"] for pr in per_rank)
     return (merge_ranks(variant, world, [pr["rows"] for pr in per_rank]),
-            f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None)
+            f"WRONG RESULTS on {wrong} rank x size checks" if wrong else None,
+            merge_first(variant, world, args.sizes[0], [pr["first"] for pr in per_rank]))
 
 
 class Served:
@@ -448,8 +505,9 @@ class Served:
 def run_interleaved(variants, world, args, ngpu):
     """Every variant's ranks alive at once, taking turns: round k of a mode and size runs on
     each variant in turn (the order rotating with k), the others idle meanwhile. Returns
-    ({variant: [rows of round 0, rows of round 1, ...]}, {variant: graph rows}, notes)."""
-    groups, notes = {}, []
+    ({variant: [rows of round 0, rows of round 1, ...]}, {variant: graph rows}, notes,
+    {variant: first-call figures})."""
+    groups, notes, firsts = {}, [], {}
     for v in variants:
         procs, why = start_ranks(v, world, args, ngpu, lambda r: ["--serve"])
         if procs is None:
@@ -461,6 +519,7 @@ def run_interleaved(variants, world, args, ngpu):
         deadline = time.monotonic() + args.variant_timeout
         for v, ranks in list(groups.items()):
             ready = [json.loads(r.expect("ready", deadline)) for r in ranks]
+            firsts[v] = merge_first(v, world, args.sizes[0], [x["first"] for x in ready])
             wrong = sum(x["wrong"] for x in ready)
             if wrong:
                 notes.append(f"{v} world {world}: WRONG RESULTS on {wrong} rank x size checks")
@@ -497,7 +556,7 @@ def run_interleaved(variants, world, args, ngpu):
                 except Exception:  # noqa: BLE001 - a rank that will not stop is killed
                     r.proc.kill()
     return ({v: [merge_ranks(v, world, [rows]) for rows in rounds] for v, rounds in samples.items()},
-            {v: merge_ranks(v, world, rows) for v, rows in graphs.items()}, notes)
+            {v: merge_ranks(v, world, rows) for v, rows in graphs.items()}, notes, firsts)
 
 
 def cpus_of_rank(spec, rank, world):
@@ -680,7 +739,8 @@ def main():
     for w in worlds:
         if args.interleave:
             t0 = time.monotonic()
-            by_variant, graph_rows, notes = run_interleaved(variants, w, args, ngpu)
+            by_variant, graph_rows, notes, firsts = run_interleaved(variants, w, args, ngpu)
+            firsts = {v: [f] for v, f in firsts.items()}
             for note in notes:
                 result["notes"].append(note)
                 print(f"# {note}")
@@ -689,13 +749,13 @@ def main():
                   f"{time.monotonic() - t0:.0f} s")
             trial_of = {v: list(range(len(rounds))) for v, rounds in by_variant.items()}
         else:
-            by_variant, trial_of, graph_rows = {}, {}, {}
+            by_variant, trial_of, graph_rows, firsts = {}, {}, {}, {}
             for t in range(args.trials):
                 # Trial t starts the rotation at variant t: drift of the machine (clocks, other
                 # tenants) falls on every variant alike instead of on whichever runs last.
                 for v in variants[t % len(variants):] + variants[:t % len(variants)]:
                     t0 = time.monotonic()
-                    rows, note = run_variant(v, w, args, ngpu)
+                    rows, note, first = run_variant(v, w, args, ngpu)
                     if note:
                         result["notes"].append(f"{v} world {w} trial {t}: {note}")
                         print(f"# {v} world {w} trial {t}: {note}")
@@ -703,6 +763,7 @@ def main():
                     if rows:
                         by_variant.setdefault(v, []).append(rows)
                         trial_of.setdefault(v, []).append(t)
+                        firsts.setdefault(v, []).append(first)
                         print(f"# {v} world {w} trial {t}: {time.monotonic() - t0:.0f} s")
         rows_w = []
         for v in variants:
@@ -712,11 +773,14 @@ def main():
                     row.update({k: g[k] for k in ("graph_us", "graph_error") if k in g})
                 rows_w += merged
         result["rows"] += rows_w
+        first_w = [median_first(firsts[v], label) for v in variants if firsts.get(v)]
+        result.setdefault("first_calls", []).extend(first_w)
         pairs_w = paired(by_variant, trial_of, w, label)
         result.setdefault("pairs", []).extend(pairs_w)
         if rows_w:
             print_table(rows_w, w, sys.stdout)
             print_pairs(pairs_w, sys.stdout, label)
+            print_first(first_w, w, sys.stdout)
         sys.stdout.flush()
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -10,17 +10,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "== $*"; }
 . scripts/build_progress.sh
+. scripts/build_folder.sh
 
 # GPUS=0 runs the CPU sweep on a machine with GPUs too (CI does, in scripts/fresh_clone_bench.sh).
 gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 if [ "${gpus:-0}" -gt 0 ]; then
   cuda=ON
-  BUILD=${BUILD:-build/main}
 else
   # Without a GPU only the CPU backend can run: skip the CUDA kernels (a much shorter build).
   cuda=OFF
-  BUILD=${BUILD:-build/main-cpu}
 fi
+BUILD=${BUILD:-$(shared_build_folder $cuda)}
+use_folder_generator "$BUILD"
 
 bash scripts/install_deps.sh
 if ! python3 -c "import matplotlib" 2>/dev/null; then
@@ -33,9 +34,15 @@ bin="$BUILD/tools/bench/actorcc-bench"
 if [ ! -x "$bin" ] || [ -n "$(find src include tools -newer "$bin" -print -quit)" ]; then
   log="$BUILD.log"
   mkdir -p "$BUILD"
-  say "building actorcc-bench in $BUILD (CUDA backend $cuda; a first build takes minutes; full log: $log)"
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DACTORCC_TESTS=OFF -DACTORCC_CUDA=$cuda >"$log" 2>&1 ||
-    { tail -30 "$log"; exit 1; }
+  if [ -f "$BUILD/CMakeCache.txt" ]; then
+    # made by scripts/test.sh or an earlier run: its objects are reused, only what changed compiles
+    say "building actorcc-bench in $BUILD (CUDA backend $cuda; reusing the build there: only what changed is compiled; full log: $log)"
+    : >"$log"
+  else
+    say "building actorcc-bench in $BUILD (CUDA backend $cuda; a first build takes minutes; full log: $log)"
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DACTORCC_TESTS=OFF -DACTORCC_CUDA=$cuda >"$log" 2>&1 ||
+      { tail -30 "$log"; exit 1; }
+  fi
   if ! cmake --build "$BUILD" -j"$(nproc)" --target actorcc-bench 2>&1 | tee -a "$log" | build_progress; then
     tail -30 "$log"
     exit 1

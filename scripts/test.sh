@@ -13,19 +13,32 @@
 # before it could count anything counts as one failure); the line above it gives the parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build/ci}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 . scripts/test_summary.sh
 trap summary EXIT
 bash scripts/install_deps.sh
 bash scripts/ci_python_deps.sh
 . scripts/build_progress.sh
+. scripts/build_folder.sh
+# The CUDA backend where nvcc is (where CMake's check_language(CUDA) finds one: CUDACXX, PATH,
+# /usr/local/cuda; ACTORCC_CUDA=OFF skips it), in the folder scripts/bench.sh uses with the same
+# setting.
+if [ -z "${ACTORCC_CUDA:-}" ]; then
+  if [ -n "${CUDACXX:-}" ] || command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    ACTORCC_CUDA=ON
+  else
+    ACTORCC_CUDA=OFF
+  fi
+fi
+BUILD=${BUILD:-$(shared_build_folder "$ACTORCC_CUDA")}
+use_folder_generator "$BUILD"
 log="$BUILD.log"
 mkdir -p "$BUILD"
 echo "== building the library, the C++ tests, actorcc-bench and the Python package (pip install, build folder $BUILD;" \
   "the first build takes many minutes; full log: $log)"
 if ! python3 -m pip install -v --no-build-isolation --disable-pip-version-check \
-  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON . 2>&1 | tee "$log" | build_progress; then
+  -C build-dir="$BUILD" -C cmake.define.ACTORCC_TESTS=ON -C cmake.define.ACTORCC_TOOLS=ON \
+  -C cmake.define.ACTORCC_CUDA="$ACTORCC_CUDA" . 2>&1 | tee "$log" | build_progress; then
   tail -40 "$log"
   count build 0 1 0
   exit 1

@@ -3,7 +3,7 @@ and which NCCL a process would load.
 
     python -m actorcc.nccl --path                 # the library's path
     python -m actorcc.nccl --env [--mode audit]   # shell lines that turn it on for child processes
-    python -m actorcc.nccl --check [--json]       # actorcc's NCCL or NVIDIA's, and which version
+    python -m actorcc.nccl --check [--json]       # which NCCL this process's calls reach, which version
 
     import actorcc.nccl
     actorcc.nccl.library_path()       # .../actorcc/lib/libnccl.so.2
@@ -125,8 +125,8 @@ def _is_nccl_file(path: str) -> bool:
     return base == "libnccl.so" or base.startswith("libnccl.so.")
 
 
-def _mapped_nccl(maps_text: str | None) -> list[str]:
-    """libnccl files mapped into the process (in order of first appearance)."""
+def _mapped_files(maps_text: str | None) -> list[str]:
+    """The files mapped into the process (in order of first appearance)."""
     if maps_text is None:
         try:
             maps_text = Path("/proc/self/maps").read_text()
@@ -135,8 +135,93 @@ def _mapped_nccl(maps_text: str | None) -> list[str]:
     out = []
     for line in maps_text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) == 6 and _is_nccl_file(parts[5].strip()) and parts[5].strip() not in out:
+        if len(parts) == 6 and parts[5].startswith("/") and parts[5].strip() not in out:
             out.append(parts[5].strip())
+    return out
+
+
+def _mapped_nccl(maps_text: str | None) -> list[str]:
+    """libnccl files mapped into the process (in order of first appearance)."""
+    return [f for f in _mapped_files(maps_text) if _is_nccl_file(f)]
+
+
+# ---------------------------------------------------------------- whose calls reach which library
+# The objects that call NCCL, found among the mapped files: torch's CUDA library and CuPy's NCCL
+# module are linked against libnccl.so.2 (their nccl* references are bound by the loader); vLLM
+# opens the library named by VLLM_NCCL_SO_PATH with ctypes and calls through that handle.
+LINKED_CALLERS = (
+    ("torch", lambda f: os.path.basename(f).startswith("libtorch_cuda.so")),
+    ("cupy", lambda f: "cupy_backends" in f and os.path.basename(f).startswith("nccl.")),
+)
+PROBE_SYMBOL = b"ncclGetVersion"
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _dl():
+    """dlopen, dlsym, dladdr and dlclose of this process (glibc's, in libc or libdl)."""
+    try:
+        d = ctypes.CDLL(None)
+        d.dladdr  # noqa: B018 - raises AttributeError where they live in libdl (glibc < 2.34)
+    except AttributeError:
+        d = ctypes.CDLL("libdl.so.2")
+    d.dlopen.restype, d.dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    d.dlsym.restype, d.dlsym.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
+    d.dladdr.restype, d.dladdr.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    d.dlclose.restype, d.dlclose.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    return d
+
+
+def reached_by(obj: str, linked: bool = True) -> str | None:
+    """The library whose ncclGetVersion the calls of the loaded object `obj` reach (its real path),
+    or None where `obj` is not loaded in this process or nothing it can reach defines it.
+
+    `linked` (torch, CuPy): `obj` references the symbol, and the loader binds the reference as
+    for any library: the first definition in the global scope (the program, LD_PRELOAD, the
+    libraries loaded RTLD_GLOBAL), which dlsym(RTLD_DEFAULT) finds; else the first among `obj`'s
+    own dependencies, which dlsym on its handle finds. So a preloaded libnccl.so.2 takes every
+    call of such a caller, even with another libnccl loaded by path beside it (torch's start-up
+    maps NVIDIA's wheel copy that way); LD_BIND_NOW=1 LD_DEBUG=bindings shows the same
+    bindings. Not linked (vLLM's ctypes handle of a library opened by path): the calls go
+    through dlsym on that handle, i.e. to that library itself."""
+    d = _dl()
+    handle = d.dlopen(os.fsencode(obj), getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LAZY", 1))
+    if not handle:
+        return None
+    try:
+        addr = d.dlsym(None, PROBE_SYMBOL) if linked else None  # RTLD_DEFAULT is NULL in glibc
+        addr = addr or d.dlsym(handle, PROBE_SYMBOL)
+    finally:
+        d.dlclose(handle)
+    info = _DlInfo()
+    if not addr or not d.dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(os.fsdecode(info.dli_fname))
+
+
+def callers(environ=None, maps_text: str | None = None) -> list[dict]:
+    """Each loaded caller of NCCL in this process and the library its calls reach: torch's
+    libtorch_cuda.so and CuPy's nccl module where mapped, and vLLM's handle of
+    VLLM_NCCL_SO_PATH where that library is loaded (vLLM opens it by path: one not loaded yet
+    will be that file). Entries: caller, object, reaches (a path or None), provider, version."""
+    environ = os.environ if environ is None else environ
+    out = []
+    files = _mapped_files(maps_text)
+    for name, is_caller in LINKED_CALLERS:
+        for f in (f for f in files if is_caller(f)):
+            out.append({"caller": name, "object": f, "reaches": reached_by(f)})
+    vllm = environ.get("VLLM_NCCL_SO_PATH")
+    if vllm:
+        real = os.path.realpath(vllm)
+        loaded = real in {os.path.realpath(f) for f in files}
+        out.append({"caller": "vllm", "object": vllm, "reaches": reached_by(real, linked=False) if loaded else None,
+                    "loaded": loaded})
+    for c in out:
+        d = describe(c["reaches"]) if c["reaches"] else {}
+        c.update(provider=d.get("provider"), version=d.get("version"))
     return out
 
 
@@ -192,21 +277,31 @@ def describe(path: str | None, load: bool = True) -> dict:
 
 
 def check(environ=None, maps_text: str | None = None, load: bool = True) -> dict:
-    """Which NCCL this process has loaded, or would load: the first that applies of
-      loaded       a libnccl already mapped (torch imported: that is the one it uses)
+    """Which NCCL this process's calls reach, or would: the first that applies of
+      bound        the library the calls of a loaded caller reach (callers(): torch, CuPy, vLLM's
+                   handle), not the first libnccl found: torch's start-up maps NVIDIA's wheel
+                   copy by path even where a preloaded library takes every torch call
+      loaded       a libnccl already mapped, no caller loaded yet
       LD_PRELOAD   a libnccl (or actorcc's library) in LD_PRELOAD
       LD_AUDIT     actorcc's audit module in LD_AUDIT: the library beside it or ACTORCC_NCCL_ABI_LIB
       wheel        NVIDIA's nvidia-nccl-cu* wheel (torch's RUNPATH)
       dlopen       none of these: the loader's search by name (LD_LIBRARY_PATH, ld.so cache)
     plus what vLLM would open (VLLM_NCCL_SO_PATH). Returns a dict with provider ("actorcc" or
-    "nvidia"), path, version, how, note, vllm, mapped (every libnccl mapped) and warnings."""
+    "nvidia"), path, version, how, note, vllm, mapped (every libnccl mapped), callers, unused
+    (the libnccl files mapped that no caller reaches), warnings (what is a problem: callers that
+    reach different libraries, a preload that cannot load) and notes (what is not: a copy only
+    mapped)."""
     environ = os.environ if environ is None else environ
     mapped = _mapped_nccl(maps_text)
     preload = [p for p in (environ.get("LD_PRELOAD") or "").replace(" ", ":").split(":") if p]
     audits = [p for p in (environ.get("LD_AUDIT") or "").split(":") if p]
     audit = next((p for p in audits if os.path.basename(p) == AUDIT_NAME), None)
+    found = callers(environ, maps_text)
+    bound = [c for c in found if c["reaches"]]
     how, path = None, None
-    if mapped:
+    if bound:
+        how, path = "bound", bound[0]["reaches"]
+    elif mapped:
         how, path = "loaded", mapped[0]
     elif any(_is_nccl_file(p) or read_note(p) for p in preload):
         how, path = "LD_PRELOAD", next(p for p in preload if _is_nccl_file(p) or read_note(p))
@@ -223,20 +318,52 @@ def check(environ=None, maps_text: str | None = None, load: bool = True) -> dict
     out["ld_audit"] = environ.get("LD_AUDIT")
     vllm = environ.get("VLLM_NCCL_SO_PATH")
     out["vllm"] = describe(vllm, load=False) if vllm else None
-    warnings = []
-    if len({os.path.realpath(m) for m in mapped}) > 1:
-        warnings.append("two NCCL libraries are mapped into this process: " + ", ".join(mapped) +
-                        " (their ncclGroupStart state and comm handles do not mix)")
-    if out["vllm"] and out.get("path") and out["vllm"]["provider"] != out.get("provider"):
-        warnings.append(f"VLLM_NCCL_SO_PATH names {out['vllm']['provider']}'s NCCL ({vllm}) but the process "
-                        f"gets {out.get('provider')}'s ({out.get('path')}): vLLM's PyNccl and torch would use "
-                        "different libraries")
+    out["callers"] = found
+    warnings, notes = [], []
+    reached = {c["reaches"] for c in bound}
+    out["unused"] = [m for m in mapped if os.path.realpath(m) not in reached] if bound else []
+    if len(reached) > 1:
+        warnings.append("the callers of NCCL in this process reach different libraries: " +
+                        "; ".join(f"{c['caller']} ({c['object']}) -> {c['reaches']}" for c in bound) +
+                        " (their communicators, comm handles and ncclGroupStart state do not mix: give every "
+                        "caller the same library)")
+    n_mapped = len({os.path.realpath(m) for m in mapped})
+    if n_mapped > 1 and len(reached) == 1:
+        notes.append(f"{n_mapped} NCCL libraries are mapped, but every call of {_names(bound)} reaches "
+                     f"{path}; {', '.join(out['unused'])} is only mapped, not used, which is no problem "
+                     "(torch's start-up loads NVIDIA's wheel copy by path beside a preloaded library; "
+                     "nothing here calls it)")
+    elif n_mapped > 1 and not bound:
+        warnings.append(f"{'two' if n_mapped == 2 else n_mapped} NCCL libraries are mapped into this process: "
+                        + ", ".join(mapped) + "; no caller of NCCL (torch, CuPy, vLLM) is loaded yet, so which "
+                        "one calls will reach is not known: a library linked against libnccl.so.2 reaches the "
+                        "first in the global scope (LD_PRELOAD first), and two callers reaching different "
+                        "ones would not mix (comm handles, ncclGroupStart state)")
+    vllm_entry = next((c for c in found if c["caller"] == "vllm"), None)
+    others = [c for c in bound if c["caller"] != "vllm"]
+    theirs = others[0]["reaches"] if others else out.get("path")
+    mine = (vllm_entry["reaches"] if vllm_entry and vllm_entry["reaches"] else
+            os.path.realpath(vllm) if vllm else None)
+    if mine and theirs and os.path.isabs(theirs) and os.path.realpath(theirs) != mine:
+        who = _names(others) if others else "the process"
+        prov = describe(theirs, load=False)["provider"]
+        warnings.append(f"VLLM_NCCL_SO_PATH names {out['vllm']['provider']}'s NCCL ({vllm}) but {who} "
+                        f"{'gets' if not others else 'reaches'} {prov}'s ({theirs}): vLLM's PyNccl and "
+                        f"{'torch' if not others else who} would use different libraries, whose communicators "
+                        "do not mix")
     if how in ("LD_PRELOAD", "LD_AUDIT") and out.get("error"):
         warnings.append(f"{how} asks for {path}, which cannot be loaded: {out['error']}")
     if audit and preload and how == "LD_PRELOAD":
         warnings.append("both LD_PRELOAD and LD_AUDIT are set: the preloaded library wins")
     out["warnings"] = warnings
+    out["notes"] = notes
     return out
+
+
+def _names(entries) -> str:
+    """The callers' names, once each, in order: "torch", "torch and vllm"."""
+    names = list(dict.fromkeys(c["caller"] for c in entries))
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _by_name(load: bool) -> dict:
@@ -262,7 +389,10 @@ def summary(c: dict) -> str:
     who = "actorcc's NCCL" if c["provider"] == "actorcc" else "NVIDIA's NCCL"
     ver = f" {c['version']}" if c.get("version") else ""
     note = f" [{c['note']}]" if c.get("note") else ""
-    return f"{who}{ver} ({c['path']}, {c['how']}){note}"
+    bound = [x for x in c.get("callers") or () if x.get("reaches") == c["path"]]
+    calls = f"; the calls of {_names(bound)} reach it" if bound else ""
+    unused = f"; only mapped, not used: {', '.join(c['unused'])}" if c.get("unused") else ""
+    return f"{who}{ver} ({c['path']}, {c['how']}){note}{calls}{unused}"
 
 
 # ---------------------------------------------------------------- command line
@@ -288,6 +418,8 @@ def main(argv=None) -> int:
             print(json.dumps(c, indent=1) if args.json else summary(c))
             for w in c["warnings"] if not args.json else ():
                 print(f"warning: {w}", file=sys.stderr)
+            for n in c["notes"] if not args.json else ():
+                print(f"note: {n}", file=sys.stderr)
             return 0 if c.get("provider") else 1
     except LibraryNotFound as e:
         print(f"actorcc.nccl: {e}", file=sys.stderr)

@@ -13,9 +13,13 @@ is a captured kernel and wait() a captured stream dependency.
 
 How it maps onto actorcc:
 - One actorcc communicator per device type the group is used with (CPU tensors: the CPU
-  backend; CUDA tensors: the CUDA backend on the current device), made on the first call with
-  such tensors: rank 0 creates its UniqueId and hands it over through the group's store, so
-  nothing else is needed to form it (the ranks of a group make their calls in the same order).
+  backend; CUDA tensors: the CUDA backend on the current device): rank 0 creates its UniqueId
+  and hands it over through the group's store, so nothing else is needed to form it. Where the
+  group's device is known when it is created (device_id given to init_process_group, which
+  new_group inherits; or a process without CUDA: only CPU tensors can come), init_process_group
+  and new_group form it, as NCCL's backend does given a device_id, and the first call costs
+  what the others do; otherwise the first call with such tensors forms it (the ranks of a group
+  make their calls in the same order).
 - Work objects (actorcc._torch_work): CPU calls run on one worker thread per group in issue
   order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller), except a
   blocking call finding nothing queued, which runs in the caller's thread; CUDA
@@ -219,6 +223,12 @@ class ActorccProcessGroup(dist.ProcessGroup):
         comm = self._comms.get(kind)
         if comm is not None:
             return comm
+        return self._make_comm(kind, t.device.index if kind == "cuda" else "cpu")
+
+    def _make_comm(self, kind, device):
+        """The group's communicator for `kind` ("cpu" or "cuda", on CUDA device index `device`),
+        formed now by every rank of the group (at their first call with such tensors, or at the
+        group's creation where its device is known then: _eager_device)."""
         with self._lock:
             if kind not in self._comms:
                 # The group's timeout bounds the whole formation, as NCCL's does its lazy init: the
@@ -231,7 +241,6 @@ class ActorccProcessGroup(dist.ProcessGroup):
                     self._store.set(key, str(uid))
                 else:
                     uid = self._uid_of_rank0(key, kind, deadline)
-                device = t.device.index if kind == "cuda" else "cpu"
                 left = max(deadline - time.monotonic(), 0.001)
                 self._comms[kind] = Communicator(uid, self._rank_, self._size_, device=device,
                                                  timeout=self._timeout or None,
@@ -248,8 +257,9 @@ class ActorccProcessGroup(dist.ProcessGroup):
             except Exception as cause:  # noqa: BLE001 - torch's store raises its own types on a timeout
                 from ._actorcc import TimeoutError as _Timeout
                 e = _Timeout(f"actorcc torch backend: rank {self._rank_}: rank 0 did not create the group's {kind} "
-                             f"communicator within the group's timeout of {self._timeout:g} s (rank 0 creates it on "
-                             f"its first call with {kind} tensors; its store said: {cause})")
+                             f"communicator within the group's timeout of {self._timeout:g} s (rank 0 creates it in "
+                             f"init_process_group or new_group where the group's device is known there, else on its "
+                             f"first call with {kind} tensors; its store said: {cause})")
                 e.rank = e.observer_rank = self._rank_
                 e.culprit = 0
                 raise e from None
@@ -745,7 +755,45 @@ def shrink_group(group, exclude, join_timeout=None):
     return new
 
 
-def _create(store, rank, size, timeout):
+def _create_from(opts, backend_options=None):
+    """The creator torch calls with its extended arguments (register()): those of _create, and
+    the group torch made for this one, whose bound device (init_process_group's or new_group's
+    device_id) tells which communicator to form at once."""
+    torch_pg = getattr(opts, "process_group", None)
+    pg = _create(opts.store, opts.group_rank, opts.group_size, opts.timeout, _eager_device(torch_pg))
+    bound = getattr(torch_pg, "bound_device_id", None)
+    if bound is not None:
+        # torch bound the device to the group it made, which this one replaces: bound here too,
+        # new_group inherits it (and forms its communicator at once) as with NCCL's groups
+        pg.bound_device_id = bound
+    return pg
+
+
+def _eager_device(torch_pg):
+    """The device whose communicator a new group forms at its creation, as torch's NCCL backend
+    does given a device_id, so that the group's first call costs what the others do (forming a
+    communicator costs a join of every rank: at 16 ranks on CPU the first call took 233-425 ms
+    against gloo's 55-95). `torch_pg` is the group torch made before asking this backend for its
+    own (None in a torch that does not pass it: then nothing is known). The device is known
+    where torch bound one (device_id: a CUDA device, or the CPU), or where this process has no
+    CUDA (only CPU tensors can come); the CPU side only where no other backend serves it (with
+    "cpu:gloo,cuda:actorcc" torch has made gloo for it before asking this one). None: each
+    communicator is formed on the first call with its device type's tensors."""
+    if torch_pg is None:
+        return None
+    bound = getattr(torch_pg, "bound_device_id", None)
+    if bound is not None and bound.type == "cuda":
+        return bound
+    if bound is not None and bound.type != "cpu" or bound is None and torch.cuda.is_available():
+        return None  # CPU and CUDA tensors alike may come first
+    try:
+        torch_pg._get_backend(torch.device("cpu"))
+        return None  # another backend serves CPU tensors
+    except RuntimeError:  # torch: "No backend type associated with device type cpu"
+        return torch.device("cpu")
+
+
+def _create(store, rank, size, timeout, device=None):
     # With "cpu:gloo,cuda:actorcc" torch has just built a gloo backend for the group, which it
     # drops once this returns; a rank that dropped it while another was still connecting broke
     # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
@@ -786,7 +834,10 @@ def _create(store, rank, size, timeout):
                   file=sys.stderr, flush=True)
             next_note = now + 10
         time.sleep(0.005)
-    return ActorccProcessGroup(store, rank, size, timeout)
+    pg = ActorccProcessGroup(store, rank, size, timeout)
+    if device is not None:  # the group's device is known: its communicator is formed now
+        pg._make_comm(device.type, device.index if device.type == "cuda" else "cpu")
+    return pg
 
 
 def _sizes_differ(store, size, arrived):
@@ -849,10 +900,10 @@ def register():
     that imports actorcc.torch again (or two packages that both register it) is fine."""
     if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, BACKEND_NAME.upper()):
         return BACKEND_NAME
-    try:
-        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
+    try:  # the extended arguments carry the group's device (_create_from)
+        dist.Backend.register_backend(BACKEND_NAME, _create_from, extended_api=True, devices=["cpu", "cuda"])
     except TypeError:  # torch without the devices= keyword
-        dist.Backend.register_backend(BACKEND_NAME, _create)
+        dist.Backend.register_backend(BACKEND_NAME, _create_from, extended_api=True)
     return BACKEND_NAME
 
 

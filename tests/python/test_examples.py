@@ -52,37 +52,6 @@ def test_elastic_weight_sync_example():
     assert "every actor's weights equal the trainer's bit for bit after every step" in out, out
 
 
-def readme_blocks():
-    """The ```python blocks of the README's "Use it" section, in order."""
-    import re
-    with open(os.path.join(os.path.dirname(EXAMPLES), "README.md")) as f:
-        text = f.read()
-    use_it = text.split("## Use it", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", use_it, re.S)
-
-
-def run_snippet(tmp_path, code, timeout):
-    path = tmp_path / "snippet.py"
-    path.write_text(code)
-    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
-    assert p.returncode == 0, f"{code}\n--- rc={p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout
-
-
-def test_readme_python_snippet_runs(tmp_path):
-    blocks = readme_blocks()
-    assert len(blocks) == 3, blocks  # CPU processes, CUDA, Ray
-    out = run_snippet(tmp_path, blocks[0], 120)
-    assert out.splitlines() == [f"rank {r}: [10. 10. 10. 10.] [0 1 2 3]" for r in range(4)], out
-
-
-@pytest.mark.ray
-def test_readme_ray_snippet_runs(tmp_path):
-    pytest.importorskip("ray")
-    out = run_snippet(tmp_path, readme_blocks()[2], 240)
-    assert out.count("array([6., 6., 6., 6.], dtype=float32)") == 4, out
-
-
 def test_weight_sync_example():
     pytest.importorskip("torch")
     p = run_example("weight_sync.py", "--trainers", "2", "--inference", "2", timeout=400)

@@ -345,7 +345,9 @@ def test_runtime_env_reaches_ray_actors(stand, monkeypatch):
         ray.shutdown()
     pre, aud, plain = got
     assert pre["env"]["LD_PRELOAD"] == str(stand["lib"]) and pre["env"]["NCCL_DEBUG"] == "WARN"
-    assert (pre["check"]["how"], pre["check"]["provider"], pre["check"]["version"]) == ("loaded", "actorcc", "2.29.1")
+    # "bound" where the actor's process has loaded torch (its calls reach the preload), else "loaded"
+    assert pre["check"]["how"] in ("loaded", "bound"), pre["check"]
+    assert (pre["check"]["provider"], pre["check"]["version"]) == ("actorcc", "2.29.1")
     assert aud["env"]["LD_AUDIT"] == str(stand["audit"])
-    assert (aud["check"]["how"], aud["check"]["provider"]) == ("loaded", "actorcc"), aud
+    assert aud["check"]["how"] in ("loaded", "bound") and aud["check"]["provider"] == "actorcc", aud
     assert plain["env"]["LD_PRELOAD"] is None and plain["check"]["provider"] != "actorcc"

@@ -1,6 +1,7 @@
 """bench/torch_bench.py on CPU tensors (actorcc against gloo, 2 processes, two sizes, two trials in
 rotating order): it runs, checks its results, and writes its JSON (the trials' median, range and
-values, and the trial-by-trial ratios of actorcc to gloo) and plot. Skipped where torch is not installed."""
+values, the trial-by-trial ratios of actorcc to gloo, and each variant's first call after
+init_process_group) and plot. Skipped where torch is not installed."""
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
             lo, hi = r[m + "_range_us"]
             assert lo <= r[m + "_us"] <= hi, r
             assert len(r[m + "_trials_us"]) == 2 and lo == min(r[m + "_trials_us"]), r
+    check_first_calls(doc, out.stdout, 2)
     us = {(r["variant"], r["bytes"]): r for r in doc["rows"]}
     assert {(p["variant"], p["against"], p["bytes"]) for p in doc["pairs"]} == {
         ("actorcc", "gloo", b) for b in (4096, 65536)}, doc["pairs"]
@@ -46,6 +48,20 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "torch_bench.png").stat().st_size > 0
+
+
+def check_first_calls(doc, stdout, trials):
+    """The first-call figures (issue 47 point 4: the first call after init_process_group is
+    where a lazily formed communicator is paid for): init, first and second call of each variant
+    at the smallest size, the slowest rank's at or above the fastest's, printed."""
+    assert "world 2: first dist.all_reduce after init_process_group (4 KB)" in stdout, stdout
+    first = {e["variant"]: e for e in doc["first_calls"]}
+    assert set(first) == {"actorcc", "gloo"}, doc["first_calls"]
+    for e in first.values():
+        assert e["world"] == 2 and e["bytes"] == 4096, e
+        for key in ("init", "first", "second"):
+            assert e[key + "_ms"] >= e[key + "_min_ms"] > 0, e
+            assert len(e.get(key + "_trials_ms", [0])) == trials, e
 
 
 def test_interleaved_run_pairs_round_by_round(tmp_path):
@@ -65,6 +81,7 @@ def test_interleaved_run_pairs_round_by_round(tmp_path):
         for m in ("sync", "async"):
             assert len(r[m + "_rounds_us"]) == 3 and r[m + "_us"] > 0, r
     assert len(doc["pairs"]) == 2
+    check_first_calls(doc, out.stdout, 1)
     for p in doc["pairs"]:
         mine, theirs = us[("actorcc", p["bytes"])], us[("gloo", p["bytes"])]
         for m in ("sync", "async"):

@@ -31,10 +31,13 @@ def world_size_mismatch(rank, world, port, timeout_s):
 
 def rank0_never_calls(rank, world, port, timeout_s, store_timeout_s, absent_s):
     """A TCPStore of its own with a long timeout; the group's timeout is short. Rank 0 makes no
-    call for `absent_s` seconds; the others' first all_reduce must fail within the group's."""
+    call for `absent_s` seconds; the others' first all_reduce must fail within the group's. The
+    group's device is taken as unknown at its creation (as in a GPU process given no device_id),
+    so the communicator is formed by the first call: on CPU init_process_group would form it."""
     import torch
     import torch.distributed as dist
-    import actorcc.torch  # noqa: F401  registers the backend
+    import actorcc.torch as at
+    at._eager_device = lambda torch_pg: None
 
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timedelta(seconds=store_timeout_s))
     dist.init_process_group("actorcc", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))

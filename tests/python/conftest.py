@@ -65,6 +65,17 @@ def nccl_lib():
         pytest.skip(f"no libnccl.so.2 in this build: {e}")
 
 
+NO_GROUP_PASSED = "this torch passes no group to a backend's creator: the group's device is unknown at its creation"
+
+
+def torch_passes_its_group(torch):
+    """Whether torch hands a backend's creator the group it made, whose bound device tells the
+    "actorcc" backend which communicator to form at the group's creation: only where its backend
+    options have a `process_group` field (torch 2.15 does, 2.11 does not; without it the first
+    call with each device's tensors forms that communicator)."""
+    return "process_group" in dir(torch._C._distributed_c10d._DistributedBackendOptions)
+
+
 def free_port():
     import socket
     s = socket.socket()

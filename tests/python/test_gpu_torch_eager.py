@@ -9,10 +9,11 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import torch_eager_workers as W  # noqa: E402
-from conftest import free_port  # noqa: E402
+from conftest import NO_GROUP_PASSED, free_port, torch_passes_its_group  # noqa: E402
 from mp_helpers import expect_no_failures, run_ranks  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not torch_passes_its_group(torch), reason=NO_GROUP_PASSED)]
 
 
 @pytest.mark.parametrize("device_id", [True, False])

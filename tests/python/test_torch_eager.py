@@ -10,10 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_eager_workers as W  # noqa: E402
-from conftest import free_port  # noqa: E402
+from conftest import NO_GROUP_PASSED, free_port, torch_passes_its_group  # noqa: E402
 from mp_helpers import expect_no_failures, run_ranks  # noqa: E402
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case: a process without CUDA")
+pytestmark = [pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case: a process without CUDA"),
+              pytest.mark.skipif(not torch_passes_its_group(torch), reason=NO_GROUP_PASSED)]
 
 
 @pytest.mark.parametrize("backend,device_id,lazy", [

@@ -18,6 +18,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 trap summary EXIT
 bash scripts/install_deps.sh
 bash scripts/ci_python_deps.sh
+span deps
 . scripts/build_progress.sh
 . scripts/build_folder.sh
 # The CUDA backend where nvcc is (where CMake's check_language(CUDA) finds one: CUDACXX, PATH,
@@ -43,6 +44,7 @@ if ! python3 -m pip install -v --no-build-isolation --disable-pip-version-check 
   count build 0 1 0
   exit 1
 fi
+span build
 tmp=${TMPDIR:-/tmp}
 scratch_before=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)
 echo "== ctest"

@@ -1,13 +1,23 @@
 # Sourced by scripts/test.sh: the tally behind its last line, `N passed, N failed` (and
 # `, N skipped` where tests were skipped), summed from each tier's own counts. tests/python/
 # test_test_summary.py feeds these functions the outputs of ctest, pytest and gtest.
-passed=0 failed=0 skipped=0 parts=()
-# count NAME PASSED FAILED SKIPPED
+passed=0 failed=0 skipped=0 parts=() spans=() _last=$SECONDS
+# count NAME PASSED FAILED SKIPPED; each step's seconds go to `spans` too (where a CI run's time
+# goes, which must stay under its limit)
 count() {
   passed=$((passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
   parts+=("$1 $2/$3/$4")
+  span "$1"
+}
+# span NAME: the seconds since the previous span or count (a step that counts nothing, the build)
+span() {
+  spans+=("$1 $((SECONDS - _last)) s")
+  _last=$SECONDS
 }
 summary() {
+  local IFS=,
+  echo "== seconds per step: ${spans[*]:-none} (total $SECONDS s)" | sed 's/,/, /g'
+  unset IFS
   echo "== summary (passed/failed/skipped): ${parts[*]:-nothing ran}"
   echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")"
 }

@@ -1,5 +1,6 @@
 """scripts/test.sh's last line, `N passed, N failed[, N skipped]`: the counts are parsed from
 what ctest, pytest and gtest/libFuzzer print (scripts/test_summary.sh), and summed."""
+import re
 import subprocess
 from pathlib import Path
 
@@ -30,12 +31,15 @@ def _run(script, files):
 
 
 def test_counts_are_parsed_and_summed(tmp_path):
-    lines = _run('count_ctest ctest.out 8; count_pytest pytest.out 1; count fresh-clone 1 0 0; '
-                 'count_gtest sanitizers gtest.out 1',
+    lines = _run('span deps; sleep 1; span build; count_ctest ctest.out 8; count_pytest pytest.out 1; '
+                 'count fresh-clone 1 0 0; count_gtest sanitizers gtest.out 1',
                  {"_dir": tmp_path, "ctest.out": CTEST, "pytest.out": PYTEST, "gtest.out": GTEST})
     # ctest 57/2/1, pytest 180/3/7, fresh clone 1/0/0, sanitizers 150 + 2 fuzz targets / 1
     assert lines[-2] == "== summary (passed/failed/skipped): ctest 57/2/1 pytest 180/3/7 fresh-clone 1/0/0 sanitizers 152/1/0"
     assert lines[-1] == "390 passed, 6 failed, 8 skipped"
+    # each step's seconds, the build's second among them
+    assert re.fullmatch(r"== seconds per step: deps 0 s, build [12] s, ctest 0 s, pytest 0 s, fresh-clone 0 s, "
+                        r"sanitizers 0 s \(total [12] s\)", lines[-3]), lines[-3]
 
 
 def test_a_step_without_counts_is_one_failure_and_no_skips_no_skip_field(tmp_path):

@@ -110,7 +110,8 @@
 #               every run; one binary at world 1 on NVIDIA's NCCL as the control; nccltests.txt. ~4 min
 #               (NCCLTESTS_WORLDS, NCCLTESTS_BINS: a subset, e.g. "4" and "sendrecv_perf")
 #   ncclclients a ctypes client with vLLM's PyNccl bindings (library by VLLM_NCCL_SO_PATH, CUDA graph)
-#               and CuPy's NcclCommunicator (preloaded), world 2 sharing GPU 0, exact results. ~40 s
+#               and CuPy's NcclCommunicator (preloaded), nccl4py (wheels in .whl/) and JAX where
+#               present, world 2 sharing GPU 0, exact results. ~90 s
 #   reportshape bench/nccl_report_shape.py: Ray-style one-GPU processes started 0.5-1 s apart,
 #               init_process_group("nccl"), all_reduce 4 KB - 1 GiB checked, start-up and first-call
 #               times; variants (REPORTSHAPE_VARIANTS, default all): actorcc's library preloaded
@@ -662,12 +663,23 @@ phase_nccltests() {
 phase_ncclclients() {
   ensure_nccl_abi || return
   local c ok=0
-  for c in ctypes cupy; do
-    step "ncclclients-$c" 60 python3 tests/python/nccl_abi_workers.py --case "$c" --world 2 --timeout 50 \
+  local cases="ctypes cupy"
+  # nccl4py travels as wheels (.whl/: nccl4py, cuda_core, cuda_bindings, cuda_pathfinder); JAX is
+  # in the image
+  if ls .whl/nccl4py-*.whl >/dev/null 2>&1 &&
+    python3 -m pip install -q --no-index --no-deps .whl/nccl4py-*.whl .whl/cuda_core-*.whl \
+      .whl/cuda_bindings-*.whl .whl/cuda_pathfinder-*.whl >"$OUT/logs/nccl4py-install.log" 2>&1; then
+    cases+=" nccl4py"
+  fi
+  python3 -c "import jax" 2>/dev/null && cases+=" jax"
+  local n=0
+  for c in $cases; do
+    n=$((n + 1))
+    step "ncclclients-$c" 90 python3 tests/python/nccl_abi_workers.py --case "$c" --world 2 --timeout 80 \
       --logdir "$OUT/logs/ncclclients" && ok=$((ok + 1))
     grep -h "^NCCLABI" "$OUT/logs/ncclclients-$c.log"
   done
-  nccl_verdict NCCLCLIENTS $ok 2 "clients (vLLM-style ctypes with a CUDA graph, CuPy) exact at world 2"
+  nccl_verdict NCCLCLIENTS $ok $n "clients ($cases) exact at world 2"
 }
 
 phase_reportshape() {

@@ -241,8 +241,9 @@ int lost_survivor(const ShrinkPlan& p, const AbortSignal& old, std::chrono::mill
   }
 }
 
-// How long a join that lost its new root waits for this group's news of a lost survivor before
-// blaming the root's host (the old root, when it is alive, reports a death within milliseconds).
+// How long a join that lost its new root, or another survivor, waits for this group's news of a
+// lost survivor before blaming that rank (the old root, when it is alive, reports a death within
+// milliseconds).
 constexpr std::chrono::milliseconds kLossNewsGrace(500);
 
 }  // namespace
@@ -291,10 +292,21 @@ void join_shrunk(const ShrinkPlan& p, int rank, std::chrono::milliseconds join_t
       if (until.expired()) other_list(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } catch (const Error& e) {
-      if (watched->load()) fail(e);
-      // A vanished new root: wait a moment for the news of who died.
-      const bool root_gone = e.code() == ErrorCode::Remote && (e.culprit() < 0 || e.culprit() == 0);
-      lost_cause(e, root_gone && p.new_rank != 0 ? kLossNewsGrace : std::chrono::milliseconds(0));
+      // A survivor that heard of a loss sooner leaves the attempt to replan, and its goodbye (or,
+      // from the host, its root's end) can reach this rank before this rank's own news: the
+      // error then names a living rank. The loss is the cause, and a survivor list without it
+      // is what every survivor reaches.
+      if (watched->load()) {
+        lost_cause(e, std::chrono::milliseconds(0));
+        fail(e);
+      }
+      // A vanished new root, or another survivor gone from the forming group: wait a moment for
+      // the news of who died.
+      const bool remote = e.code() == ErrorCode::Remote;
+      const bool root_gone = remote && (e.culprit() < 0 || e.culprit() == 0);
+      const bool survivor_left = remote && e.culprit() > 0 && e.culprit() != p.new_rank &&
+                                 e.culprit() < static_cast<int>(p.survivors.size());
+      lost_cause(e, (root_gone && p.new_rank != 0) || survivor_left ? kLossNewsGrace : std::chrono::milliseconds(0));
       // The host's failed attempt (its root ends as the host replans) may have accepted this
       // attempt's connection before it ended: a reset before any answer, not the host's death,
       // which this group's root would have reported by now (lost_cause). Again, as a refusal.

@@ -2,7 +2,11 @@
 // the survivor-list digest, shrink's plan and its checks, and grow's agreement inputs.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <thread>
+
 #include "bootstrap/id_fields.hpp"
+#include "common/abort_signal.hpp"
 #include "core/elastic.hpp"
 
 namespace actorcc {
@@ -141,6 +145,76 @@ TEST(ElasticMember, ShrinkFailureNamesTheOldRank) {
   } catch (const RemoteError& e) {
     EXPECT_EQ(e.culprit(), 1);
   }
+}
+
+// Survivors 0, 1, 2, 4, 5 of 6 (rank 3 excluded), as rank 1 plans them.
+elastic::ShrinkPlan plan_of_rank1(std::vector<std::unique_ptr<elastic::Member>>& ms, std::vector<std::string>& blobs) {
+  ms = group(6, {0, 0, 0, 0, 0, 0}, &blobs);
+  ms[1]->unwrap_all(blobs, 1);
+  return elastic::plan_shrink(*ms[1], 1, 6, {3});
+}
+
+// The failure join_shrunk ends with, as the caller sees it.
+Error shrink_failure(const elastic::ShrinkPlan& p, AbortSignal& old,
+                     const std::function<void(std::shared_ptr<AbortSignal>)>& join) {
+  try {
+    elastic::join_shrunk(p, 1, std::chrono::seconds(5), old,
+                         [&](std::chrono::milliseconds, std::shared_ptr<AbortSignal> sig) { join(sig); });
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the join did not fail";
+  return Error(ErrorCode::Internal, "none", 1);
+}
+
+TEST(ElasticMember, AJoinEndedByTheHostReplanningNamesTheLossNotTheHost) {
+  // Ranks 3 and 4 died together; the host (rank 0) heard of rank 4 first and left the attempt:
+  // its root's goodbye reaches rank 1 before rank 1's own news of rank 4. Rank 0 is alive.
+  std::vector<std::unique_ptr<elastic::Member>> ms;
+  std::vector<std::string> blobs;
+  auto p = plan_of_rank1(ms, blobs);
+  AbortSignal old(1);
+  old.raise_lost(3, "rank 3 disconnected without leaving");
+  Error e = shrink_failure(p, old, [&](std::shared_ptr<AbortSignal> sig) {
+    sig->raise(0, ErrorCode::Remote, "join failed: rank 0 (host h pid 9) disconnected without leaving");
+    old.raise_lost(4, "rank 4 disconnected without leaving");
+    sig->rethrow();
+  });
+  EXPECT_EQ(e.culprit(), 4) << e.what();
+  EXPECT_EQ(e.culprits(), (std::vector<int>{3, 4})) << e.what();
+}
+
+TEST(ElasticMember, AJoinEndedByASurvivorLeavingWaitsForTheNewsOfTheLoss) {
+  // Rank 2 heard of rank 4's loss first and left the forming group; rank 1's news comes 100 ms
+  // later: rank 4 is named, not rank 2.
+  std::vector<std::unique_ptr<elastic::Member>> ms;
+  std::vector<std::string> blobs;
+  auto p = plan_of_rank1(ms, blobs);
+  AbortSignal old(1);
+  std::thread news;
+  Error e = shrink_failure(p, old, [&](std::shared_ptr<AbortSignal> sig) {
+    news = std::thread([&old] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      old.raise_lost(4, "rank 4 disconnected without leaving");
+    });
+    sig->raise(2, ErrorCode::Remote, "join failed: rank 2 left before the group formed");
+    sig->rethrow();
+  });
+  news.join();
+  EXPECT_EQ(e.culprit(), 4) << e.what();
+  EXPECT_EQ(e.culprits(), (std::vector<int>{4})) << e.what();
+}
+
+TEST(ElasticMember, ASurvivorLeavingWithNoLossToExplainItIsNamed) {
+  std::vector<std::unique_ptr<elastic::Member>> ms;
+  std::vector<std::string> blobs;
+  auto p = plan_of_rank1(ms, blobs);
+  AbortSignal old(1);
+  Error e = shrink_failure(p, old, [&](std::shared_ptr<AbortSignal> sig) {
+    sig->raise(2, ErrorCode::Remote, "join failed: rank 2 left before the group formed");
+    sig->rethrow();
+  });
+  EXPECT_EQ(e.culprit(), 2) << e.what();
 }
 
 }  // namespace

@@ -83,11 +83,11 @@ UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
   std::string secret = env::get("ACTORCC_BOOTSTRAP_SECRET").value_or("");
   if (secret.empty()) {
     if (!is_loopback(f.root))
-      throw InvalidArgument("from_address(" + host + ":" + std::to_string(port) +
-                            "): a group reachable from other hosts needs a shared secret, or anyone who knows the "
-                            "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
-                            "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
-                            "UniqueId.create(), whose id carries a random token");
+      throw InvalidArgument(cat("from_address(", host, ":", port,
+                                "): a group reachable from other hosts needs a shared secret, or anyone who knows the "
+                                "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
+                                "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
+                                "UniqueId.create(), whose id carries a random token"));
     // Loopback needs no secret (docs/reliability.md): a warning there, on every rank of every job
     // (the doctor's included), said nothing the user must act on. A note once per process, for
     // whoever looks; off loopback the missing secret is the error above.

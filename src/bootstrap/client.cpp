@@ -13,6 +13,7 @@
 #include "bootstrap/run_id.hpp"
 #include "common/fd_table.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "common/thread_cpu.hpp"
 
 namespace actorcc {
@@ -47,15 +48,14 @@ std::string root_lost_text(const std::string& where, int root_rank, const std::s
   const std::string next =
       !formed ? " while the group formed, so it cannot form: every rank needs a new id"
       : root_rank >= 0
-          ? ". This group's calls fail from now on; the other ranks can go on without rank " +
-                std::to_string(root_rank) + " in a shrunk group: comm.shrink(exclude=[" + std::to_string(root_rank) +
-                "]) on each of them"
+          ? cat(". This group's calls fail from now on; the other ranks can go on without rank ", root_rank,
+                " in a shrunk group: comm.shrink(exclude=[", root_rank, "]) on each of them")
           : ". This group's calls fail from now on; its ranks can go on in a shrunk group, whose root one of them "
             "hosts: comm.shrink(exclude=[]) on each of them";
   if (root_rank >= 0)
-    return "rank " + std::to_string(root_rank) + " (which hosts the group's root) died or closed: lost the " +
-           "connection to the actorcc root at " + where + ", hosted by rank " + std::to_string(root_rank) + " (" +
-           detail + ")" + next;
+    return cat("rank ", root_rank,
+               " (which hosts the group's root) died or closed: lost the connection to the actorcc root at ", where,
+               ", hosted by rank ", root_rank, " (", detail, ")", next);
   return "lost the connection to the actorcc root at " + where +
          ", hosted by the process that called UniqueId.create() (" + detail + "): that process died or closed" + next;
 }
@@ -72,18 +72,14 @@ bootstrap::IdFields checked_fields(const UniqueId& id, int rank, int world) {
                           rank);
   }
   if (f.version != wire::kProtocolVersion)
-    throw InvalidArgument("the UniqueId was made by bootstrap protocol version " +
-                              std::to_string(f.version) + ", this build speaks " +
-                              std::to_string(wire::kProtocolVersion),
+    throw InvalidArgument(cat("the UniqueId was made by bootstrap protocol version ", f.version, ", this build speaks ",
+                              wire::kProtocolVersion),
                           rank);
-  if (world <= 0) throw InvalidArgument("world size " + std::to_string(world) + " is not positive", rank);
+  if (world <= 0) throw InvalidArgument(cat("world size ", world, " is not positive"), rank);
   if (rank < 0 || rank >= world)
-    throw InvalidArgument("rank " + std::to_string(rank) + " is out of range for world size " + std::to_string(world),
-                          rank);
+    throw InvalidArgument(cat("rank ", rank, " is out of range for world size ", world), rank);
   if (f.rank0_hosts && f.world != world)
-    throw InvalidArgument("the address was set up for world size " + std::to_string(f.world) +
-                              ", not " + std::to_string(world),
-                          rank);
+    throw InvalidArgument(cat("the address was set up for world size ", f.world, ", not ", world), rank);
   return f;
 }
 
@@ -158,9 +154,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
   bootstrap::GreetingRules rules{join_deadline, answer_by, f.rank0_hosts,
                                  f.rank0_hosts ? std::nullopt : std::optional<milliseconds>(kRefusedGrace), {}};
   auto no_answer = [&]() {
-    throw TimeoutError("the actorcc root at " + where +
-                           " did not answer within the join deadline (plus " +
-                           std::to_string(kJoinGrace.count() / 1000) + " s grace)",
+    throw TimeoutError(cat("the actorcc root at ", where, " did not answer within the join deadline (plus ",
+                           kJoinGrace.count() / 1000, " s grace)"),
                        rank);
   };
   rules.on_gone = [&](const Error& e) {
@@ -215,8 +210,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
                                   << " ms into the join" << cpu);
       }
       if (static_cast<int>(w->blobs.size()) != world)
-        root_lost("its WELCOME has " + std::to_string(w->blobs.size()) + " blobs for world size " +
-                  std::to_string(world));
+        root_lost(cat("its WELCOME has ", w->blobs.size(), " blobs for world size ", world));
       return std::make_unique<BootstrapClient>(std::move(fd), rank, world, std::move(w->blobs), abort, where,
                                                root_rank);
     }
@@ -237,7 +231,7 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& id, int rank, int wor
       abort->rethrow();
     }
     if (auto* a = std::get_if<wire::Abort>(&m)) {
-      abort->raise(a->culprit, ErrorCode::Remote, "join failed: rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+      abort->raise(a->culprit, ErrorCode::Remote, cat("join failed: rank ", a->rank, " aborted: ", a->reason));
       abort->rethrow();
     }
     LOG_WARN("actorcc rank " << rank << ": ignoring unexpected " << wire::to_string(wire::type_of(m))
@@ -347,7 +341,7 @@ void BootstrapClient::read_loop() {
       shared_->cv.notify_all();
     } else if (auto* a = std::get_if<wire::Abort>(&m)) {
       told_by_root_.store(true);
-      abort_->raise(a->culprit, ErrorCode::Remote, "rank " + std::to_string(a->rank) + " aborted: " + a->reason);
+      abort_->raise(a->culprit, ErrorCode::Remote, cat("rank ", a->rank, " aborted: ", a->reason));
     } else if (auto* p = std::get_if<wire::PeerLost>(&m)) {
       told_by_root_.store(true);
       // Every loss is recorded, not only the first: ranks killed together arrive one by one.
@@ -391,11 +385,10 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   // Refused here, before a sequence number is taken or a byte is sent: the caller gets a clear
   // error, the other ranks are not disturbed, and the group stays usable.
   if (blob.size() > allgather_limit(world_))
-    throw InvalidArgument(std::string(what) + " blob of " + std::to_string(blob.size()) +
-                              " bytes is above the limit of " + std::to_string(allgather_limit(world_)) +
-                              " bytes per rank for a group of " + std::to_string(world_) +
-                              " (all ranks' blobs travel back in one frame of at most " +
-                              std::to_string(wire::kMaxPayload >> 20) + " MiB)",
+    throw InvalidArgument(cat(what, " blob of ", blob.size(), " bytes is above the limit of ", allgather_limit(world_),
+                              " bytes per rank for a group of ", world_,
+                              " (all ranks' blobs travel back in one frame of at most ", wire::kMaxPayload >> 20,
+                              " MiB)"),
                           rank_);
   uint64_t seq;
   {
@@ -431,7 +424,7 @@ std::vector<std::string> BootstrapClient::gather(const std::string& blob, Deadli
   // Ranks whose deadlines fall together time out together; if another one's verdict (or a
   // death) reached this rank meanwhile, that is the group's first cause, so raise it instead.
   abort_->throw_if_raised();
-  throw TimeoutError(std::string(what) + " #" + std::to_string(seq) + " timed out: " + missing,
+  throw TimeoutError(cat(what, " #", seq, " timed out: ", missing),
                      rank_, first_missing);
 }
 
@@ -467,7 +460,7 @@ void BootstrapClient::abort(const std::string& reason, int culprit) {
       wire::send_message(fd_.get(), wire::Abort{rank_, reason, culprit}, Deadline::after(kAbortSendTimeout));  // best effort
     }
   }
-  abort_->raise(culprit, ErrorCode::Remote, "rank " + std::to_string(rank_) + " aborted: " + reason);
+  abort_->raise(culprit, ErrorCode::Remote, cat("rank ", rank_, " aborted: ", reason));
 }
 
 }  // namespace bootstrap

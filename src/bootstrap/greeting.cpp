@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "actorcc/error.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -49,11 +50,11 @@ std::optional<Greeting> greet(const net::SockAddr& root, const GreetingRules& ru
     if (io.status == IoStatus::Aborted) abort->rethrow();
     if (io.status == IoStatus::Timeout) {
       if (rules.answer_by.expired()) return std::nullopt;
-      throw TimeoutError(foreign(where, "accepted the connection but sent nothing for " +
-                                            std::to_string(kGreetingWait.count() / 1000) +
-                                            " s, where an actorcc root greets at once") +
+      throw TimeoutError(cat(foreign(where, cat("accepted the connection but sent nothing for ",
+                                                kGreetingWait.count() / 1000, " s, where an actorcc root greets at once")),
                              " (or the process hosting the root is stopped, or it runs an actorcc older than "
-                             "bootstrap protocol " + std::to_string(wire::kProtocolVersion) + ")",
+                             "bootstrap protocol ",
+                             wire::kProtocolVersion, ")"),
                          rank, -1);
     }
     if (io.status == IoStatus::Closed) {
@@ -61,10 +62,9 @@ std::optional<Greeting> greet(const net::SockAddr& root, const GreetingRules& ru
       // (StrangerGate's cap): connect again, for a while.
       if (!closing_since) closing_since = Clock::now();
       if (Clock::now() - *closing_since >= kGreetingWait || rules.answer_by.expired())
-        throw RemoteError(foreign(where, "kept closing connections without a greeting for " +
-                                             std::to_string(kGreetingWait.count() / 1000) + " s (" + io.detail + ")") +
-                              " (or it runs an actorcc older than bootstrap protocol " +
-                              std::to_string(wire::kProtocolVersion) + ")",
+        throw RemoteError(cat(foreign(where, cat("kept closing connections without a greeting for ",
+                                                 kGreetingWait.count() / 1000, " s (", io.detail, ")")),
+                              " (or it runs an actorcc older than bootstrap protocol ", wire::kProtocolVersion, ")"),
                           -1, rank);
       std::this_thread::sleep_for(milliseconds(50));
       continue;
@@ -82,9 +82,9 @@ std::optional<Greeting> greet(const net::SockAddr& root, const GreetingRules& ru
                         -1, rank);
     }
     if (h.type != wire::MsgType::Challenge)
-      throw RemoteError(where + " answered with " + wire::to_string(h.type) +
-                            " where an actorcc root of bootstrap protocol " + std::to_string(wire::kProtocolVersion) +
-                            " greets with CHALLENGE: every rank and the root need the same actorcc version",
+      throw RemoteError(cat(where, " answered with ", wire::to_string(h.type),
+                            " where an actorcc root of bootstrap protocol ", wire::kProtocolVersion,
+                            " greets with CHALLENGE: every rank and the root need the same actorcc version"),
                         -1, rank);
     std::string payload(h.length, '\0');
     io = net::recv_all(fd.get(), payload.data(), payload.size(), greet_by, abort);

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "actorcc/error.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -55,7 +56,7 @@ IdFields read_id(const UniqueId& id) {
   f.version = static_cast<uint16_t>(get_le(b + kVersionAt, 2));
   uint8_t fam = b[kFamilyAt];
   if (fam != 4 && fam != 6)
-    throw InvalidArgument("corrupt actorcc UniqueId: address family byte is " + std::to_string(fam) + ", not 4 or 6");
+    throw InvalidArgument(cat("corrupt actorcc UniqueId: address family byte is ", fam, ", not 4 or 6"));
   if (b[kFlagsAt] & ~(kFlagRank0Hosts | kFlagCreatorIsRank0)) throw InvalidArgument("corrupt actorcc UniqueId: unknown flag bits");
   for (size_t i = 10; i < 12; ++i)
     if (b[i]) throw InvalidArgument("corrupt actorcc UniqueId: reserved bytes are not zero");
@@ -69,10 +70,10 @@ IdFields read_id(const UniqueId& id) {
   const bool rank0_hosts = (b[kFlagsAt] & kFlagRank0Hosts) != 0;
   const auto world = static_cast<int32_t>(static_cast<uint32_t>(get_le(b + kWorldAt, 4)));
   if (!rank0_hosts && world != 0)
-    throw InvalidArgument("corrupt actorcc UniqueId: world field is " + std::to_string(world) +
-                          " in an id made by UniqueId::create (must be 0)");
+    throw InvalidArgument(cat("corrupt actorcc UniqueId: world field is ", world,
+                              " in an id made by UniqueId::create (must be 0)"));
   if (rank0_hosts && world <= 0)
-    throw InvalidArgument("corrupt actorcc UniqueId: from_address id with world " + std::to_string(world));
+    throw InvalidArgument(cat("corrupt actorcc UniqueId: from_address id with world ", world));
   uint16_t port = static_cast<uint16_t>(get_le(b + kPortAt, 2));
   if (port == 0) throw InvalidArgument("corrupt actorcc UniqueId: root port is 0");
   if (fam == 6) {

@@ -1,5 +1,7 @@
 #include "bootstrap/outcomes.hpp"
 
+#include "common/text.hpp"
+
 namespace actorcc {
 
 Outcomes Outcomes::gather(Bootstrap& bs, const std::string& status, const std::string& text, Deadline dl) {
@@ -31,7 +33,7 @@ std::string Outcomes::reasons(const std::string& status, const std::string& sep)
   std::string out;
   for (int r : ranks(status)) {
     if (out.size() > 2000) return out + sep + "...";
-    out += (out.empty() ? "" : sep) + "rank " + std::to_string(r) + ": " + text_[r];
+    out += cat(out.empty() ? "" : sep, "rank ", r, ": ", text_[r]);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "actorcc/error.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -25,7 +26,7 @@ void RootServer::Impl::fail_group(const wire::Message& m) {
 }
 
 void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
-  const std::string who = "rank " + std::to_string(h.rank) + " from " + c.peer;
+  const std::string who = cat("rank ", h.rank, " from ", c.peer);
   if (c.rank >= 0) {
     mark_broken(c, "sent a second HELLO");
     return;
@@ -38,8 +39,7 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     return;
   }
   // From here on the HELLO is authenticated: its host, pid and run id are the sender's own.
-  const std::string claimant = "host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
-                               std::to_string(h.pid) + " at " + c.peer;
+  const std::string claimant = cat("host ", h.host.empty() ? std::string("?") : h.host, " pid ", h.pid, " at ", c.peer);
   // A rank with the right token is one the group is waiting for: when it is rejected while the
   // group forms, the others are told at once (they would otherwise wait out the join
   // deadline without learning why), and so is anyone who joins later. `poison`: the group fails
@@ -48,21 +48,21 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     LOG_WARN("actorcc root " << where << ": rejected " << who << ": " << reason);
     close_after(c, wire::Reject{reason});
     if ((world >= 0 && !welcomed) || poison)
-      fail_group(wire::PeerLost{h.rank, "rank " + std::to_string(h.rank) + " was rejected: " + reason});
+      fail_group(wire::PeerLost{h.rank, cat("rank ", h.rank, " was rejected: ", reason)});
   };
   if (h.protocol_version != wire::kProtocolVersion) {
-    reject(who + " speaks bootstrap protocol version " + std::to_string(h.protocol_version) +
-           " but the root speaks " + std::to_string(wire::kProtocolVersion) + " (mixed actorcc versions?)");
+    reject(cat(who, " speaks bootstrap protocol version ", h.protocol_version, " but the root speaks ",
+               wire::kProtocolVersion, " (mixed actorcc versions?)"));
     return;
   }
   // Another launch's rank (same address, same token: no secret, or one shared by both): refused
   // before it is a claim on this group, which goes on undisturbed.
   if (run_id && h.run_id != run_id->value) {
     const RunId theirs{h.run_id, h.run_id_from};
-    const std::string why = "rank " + std::to_string(h.rank) + " (" + claimant + ") belongs to " + describe(theirs) +
-                            ", but the group at " + where + " is " + describe(*run_id) + ", its rank 0's: " +
-                            "another launch uses this address (give each launch its own port), or the ranks " +
-                            "of one launch disagree (set ACTORCC_RUN_ID to one value on every rank)";
+    const std::string why = cat("rank ", h.rank, " (", claimant, ") belongs to ", describe(theirs), ", but the group at ",
+                                where, " is ", describe(*run_id), ", its rank 0's: ",
+                                "another launch uses this address (give each launch its own port), or the ranks ",
+                                "of one launch disagree (set ACTORCC_RUN_ID to one value on every rank)");
     gate.log("refused a join: " + why);
     close_after(c, wire::Reject{why});
     return;
@@ -76,17 +76,15 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
     return;
   }
   if (h.world <= 0 || h.world > kMaxWorld) {
-    reject(who + ": world size " + std::to_string(h.world) + " is not in 1.." + std::to_string(kMaxWorld));
+    reject(cat(who, ": world size ", h.world, " is not in 1..", kMaxWorld));
     return;
   }
   if (expected_world > 0 && h.world != expected_world) {
-    reject(who + " says world size " + std::to_string(h.world) + " but the group's id was made for world size " +
-           std::to_string(expected_world));
+    reject(cat(who, " says world size ", h.world, " but the group's id was made for world size ", expected_world));
     return;
   }
   if (h.rank < 0 || h.rank >= h.world) {
-    reject("rank " + std::to_string(h.rank) + " is out of range for world size " + std::to_string(h.world) +
-           " (from " + c.peer + ")");
+    reject(cat("rank ", h.rank, " is out of range for world size ", h.world, " (from ", c.peer, ")"));
     return;
   }
   if (world >= 0 && h.world != world) {
@@ -102,10 +100,9 @@ void RootServer::Impl::on_hello(Conn& c, const wire::Hello& h) {
   // known, so the group is poisoned whenever it comes, formed or not: no rank may go on with
   // data that could come from another launch's process.
   if (world >= 0 && !joined_from[h.rank].empty()) {
-    reject("rank " + std::to_string(h.rank) + " already joined from " + joined_from[h.rank] +
-               "; a second join for it came from " + claimant + ": rank " + std::to_string(h.rank) +
-               " is claimed twice (two launches on the address " + where +
-               "? give each its own port, or set ACTORCC_RUN_ID), so the group is poisoned",
+    reject(cat("rank ", h.rank, " already joined from ", joined_from[h.rank], "; a second join for it came from ",
+               claimant, ": rank ", h.rank, " is claimed twice (two launches on the address ", where,
+               "? give each its own port, or set ACTORCC_RUN_ID), so the group is poisoned"),
            true);
     return;
   }
@@ -160,12 +157,12 @@ void RootServer::Impl::on_second_root(Conn& c, const wire::Hello& h) {
   // This root runs in the process of the rank 0 that started it (the from_address path).
   const std::string mine = joined_from.size() > 0 && !joined_from[0].empty()
                                ? joined_from[0]
-                               : "this root's own process (host " + self_host + " pid " + std::to_string(::getpid()) + ")";
-  const std::string why = "two roots for " + where + ": rank 0 of this group (" + mine + ") hosts it, and another " +
-                          "rank 0 (host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
-                          std::to_string(h.pid) + ") could not listen there: two launches share the address " +
-                          "(give each its own port, or set ACTORCC_RUN_ID), and ranks of either may have joined " +
-                          "this group, so it is poisoned";
+                               : cat("this root's own process (host ", self_host, " pid ", ::getpid(), ")");
+  const std::string why = cat("two roots for ", where, ": rank 0 of this group (", mine, ") hosts it, and another ",
+                              "rank 0 (host ", h.host.empty() ? std::string("?") : h.host, " pid ", h.pid,
+                              ") could not listen there: two launches share the address ",
+                              "(give each its own port, or set ACTORCC_RUN_ID), and ranks of either may have joined ",
+                              "this group, so it is poisoned");
   LOG_WARN("actorcc root " << where << ": " << why);
   close_after(c, wire::Reject{why});
   // Nobody may have joined yet: keep answering latecomers with the reason until the other
@@ -194,12 +191,10 @@ void RootServer::Impl::on_refuse(Conn& c, const wire::Refuse& r) {
   const int size = group_world >= 0 ? group_world : h.world;
   const bool holds = h.rank >= 0 && h.rank < size && h.world == size &&
                      (world < 0 || joined_from[h.rank].empty());
-  const std::string from = "(host " + (h.host.empty() ? std::string("?") : h.host) + " pid " +
-                           std::to_string(h.pid) + " at " + c.peer + ")";
-  const std::string msg = (holds ? "rank " + std::to_string(h.rank) + " " + from
-                                 : "a joiner claiming rank " + std::to_string(h.rank) + " of world " +
-                                       std::to_string(h.world) + " " + from) +
-                          " refused to join: " + r.reason;
+  const std::string from = cat("(host ", h.host.empty() ? std::string("?") : h.host, " pid ", h.pid, " at ", c.peer, ")");
+  const std::string msg = cat(holds ? cat("rank ", h.rank, " ", from)
+                                    : cat("a joiner claiming rank ", h.rank, " of world ", h.world, " ", from),
+                              " refused to join: ", r.reason);
   if (welcomed || failure) {  // the group formed without it, or already failed: nothing to add
     LOG_WARN("actorcc root " << where << ": " << msg << " (the group " << (welcomed ? "formed" : "failed")
                              << " already)");
@@ -251,12 +246,11 @@ void RootServer::Impl::settle_world(bool expired) {
   std::string text;
   for (const auto& [w, ranks] : claims) {
     if (w != best) wrong.insert(wrong.end(), ranks.begin(), ranks.end());
-    text += (text.empty() ? "" : ", ") + rank_list(ranks) + " gave world size " + std::to_string(w);
+    text += cat(text.empty() ? "" : ", ", rank_list(ranks), " gave world size ", w);
   }
   std::sort(wrong.begin(), wrong.end());
-  const std::string msg = rank_list(wrong) + " gave a world size other than " +
-                          (tie ? "the one the ranks that came could form (" : "the most ranks' (") +
-                          std::to_string(best) + "): " + text;
+  const std::string msg = cat(rank_list(wrong), " gave a world size other than ",
+                              tie ? "the one the ranks that came could form (" : "the most ranks' (", best, "): ", text);
   LOG_WARN("actorcc root " << where << ": " << msg);
   wire::PeerLost m{wrong.front(), msg};
   fail_group(m);  // the admitted ranks

@@ -8,6 +8,7 @@
 
 #include "actorcc/error.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -20,8 +21,7 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
     return;
   }
   if (a.seq != sent[c.rank]) {
-    mark_broken(c, "sent allgather #" + std::to_string(a.seq) + " but #" + std::to_string(sent[c.rank]) +
-                       " was expected (protocol error)");
+    mark_broken(c, cat("sent allgather #", a.seq, " but #", sent[c.rank], " was expected (protocol error)"));
     return;
   }
   if (overrun) {
@@ -41,7 +41,7 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
   ++sent[c.rank];
   for (int q = 0; q < world; ++q)
     if (left[q] && sent[q] <= a.seq) {
-      send(c, wire::PeerLost{q, "rank " + std::to_string(q) + " closed the communicator"});
+      send(c, wire::PeerLost{q, cat("rank ", q, " closed the communicator")});
       return;
     }
   Pending& p = pending[a.seq];
@@ -65,8 +65,8 @@ void RootServer::Impl::on_allgather(Conn& c, const wire::Allgather& a) {
     wire::AllgatherResult r{a.seq, std::move(p.blobs)};
     pending.erase(a.seq);
     if (total > wire::kMaxPayload) {
-      broadcast(wire::Abort{-1, "allgather #" + std::to_string(a.seq) + ": the blobs total " + std::to_string(total) +
-                                    " bytes, above the frame bound of " + std::to_string(wire::kMaxPayload)});
+      broadcast(wire::Abort{-1, cat("allgather #", a.seq, ": the blobs total ", total, " bytes, above the frame bound of ",
+                                    wire::kMaxPayload)});
       return;
     }
     broadcast(r);
@@ -79,14 +79,14 @@ void RootServer::Impl::refuse_overrun(Conn& c, const wire::Allgather& a) {
   for (int q = 0; q < world; ++q)
     if (sent[q] <= a.seq && q != r) behind.push_back(q);
   const bool mine = held[r] + a.blob.size() > kMaxHeldPerRank;
-  std::string why = "rank " + std::to_string(r) + " was refused: its allgather #" + std::to_string(a.seq) + " (" +
-                    std::to_string(a.blob.size()) + " bytes) would make the root hold " +
-                    (mine ? std::to_string(held[r] + a.blob.size()) + " bytes of its blobs"
-                          : std::to_string(held_total + a.blob.size()) + " bytes of blobs in all") +
-                    " for allgathers not yet reached by " +
-                    (behind.empty() ? std::string("the other ranks") : rank_list(behind)) + ", above the bound of " +
-                    std::to_string((mine ? kMaxHeldPerRank : kMaxHeldTotal) >> 20) +
-                    " MiB (a rank running ahead of the group, or not an actorcc rank)";
+  std::string why = cat("rank ", r, " was refused: its allgather #", a.seq, " (", a.blob.size(),
+                        " bytes) would make the root hold ",
+                        mine ? cat(held[r] + a.blob.size(), " bytes of its blobs")
+                             : cat(held_total + a.blob.size(), " bytes of blobs in all"),
+                        " for allgathers not yet reached by ",
+                        behind.empty() ? std::string("the other ranks") : rank_list(behind), ", above the bound of ",
+                        (mine ? kMaxHeldPerRank : kMaxHeldTotal) >> 20,
+                        " MiB (a rank running ahead of the group, or not an actorcc rank)");
   LOG_WARN("actorcc root " << where << ": " << why);
   gone[r] = "was refused for running ahead";
   overrun = wire::PeerLost{r, why};
@@ -108,13 +108,12 @@ void RootServer::Impl::on_status(Conn& c, const wire::Status& s) {
   for (int q = 0; q < world; ++q) {
     if (sent[q] > s.seq) continue;
     r.missing.push_back(q);
-    if (!gone[q].empty()) notes.push_back("rank " + std::to_string(q) + " " + gone[q]);
+    if (!gone[q].empty()) notes.push_back(cat("rank ", q, " ", gone[q]));
   }
   if (r.missing.empty()) {
-    r.text = "all ranks have arrived at allgather #" + std::to_string(s.seq);
+    r.text = cat("all ranks have arrived at allgather #", s.seq);
   } else {
-    r.text = rank_list(r.missing) + " of " + std::to_string(world) + (r.missing.size() == 1 ? " has" : " have") +
-             " not arrived";
+    r.text = cat(rank_list(r.missing), " of ", world, r.missing.size() == 1 ? " has" : " have", " not arrived");
     for (auto& n : notes) r.text += "; " + n;
   }
   send(c, r);
@@ -159,7 +158,7 @@ void RootServer::Impl::on_bye(Conn& c, const wire::Bye& b) {
 void RootServer::Impl::fail_unfinishable(int leaver) {
   for (auto& [seq, p] : pending)
     if (!p.have.empty() && !p.have[leaver] && p.count > 0) {
-      broadcast(wire::PeerLost{leaver, "rank " + std::to_string(leaver) + " closed the communicator"});
+      broadcast(wire::PeerLost{leaver, cat("rank ", leaver, " closed the communicator")});
       return;
     }
 }
@@ -173,9 +172,9 @@ void RootServer::Impl::on_lost(Conn& c) {
   }
   detach_rank(c);
   if (failure && !welcomed) return;  // the group never formed; ranks are leaving after JOIN_FAILED
-  std::string reason = "rank " + std::to_string(c.rank) + " (" + joined_from[c.rank] + ") " +
-                       (detail == "connection closed" ? std::string("disconnected without leaving (process died?)")
-                                                      : "was lost: " + detail);
+  std::string reason = cat("rank ", c.rank, " (", joined_from[c.rank], ") ",
+                           detail == "connection closed" ? std::string("disconnected without leaving (process died?)")
+                                                         : "was lost: " + detail);
   gone[c.rank] = "disconnected";
   wire::PeerLost m{c.rank, reason};
   if (!welcomed) {

@@ -13,6 +13,7 @@
 
 #include "actorcc/error.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::bootstrap {
 
@@ -46,7 +47,7 @@ void RootServer::Impl::send(Conn& c, const wire::Message& m) {
   if (c.state != Conn::State::Open) return;
   c.out += wire::encode(m);  // callers keep messages within the frame bound
   if (c.out.size() - c.out_pos > kMaxOutBuffer) {
-    mark_broken(c, "stopped reading (output buffer over " + std::to_string(kMaxOutBuffer >> 20) + " MiB)");
+    mark_broken(c, cat("stopped reading (output buffer over ", kMaxOutBuffer >> 20, " MiB)"));
     return;
   }
   flush(c);
@@ -90,8 +91,8 @@ size_t RootServer::Impl::unauthenticated() const {
 void RootServer::Impl::evict_oldest_stranger() {
   for (Conn& c : conns)
     if (c.rank < 0 && !c.disputed && c.state != Conn::State::Dead) {
-      gate.log("closed the connection from " + c.peer + " (no HELLO yet) to make room: " +
-               std::to_string(net::StrangerGate::kMaxUnauthenticated) + " connections have not said HELLO");
+      gate.log(cat("closed the connection from ", c.peer, " (no HELLO yet) to make room: ",
+                   net::StrangerGate::kMaxUnauthenticated, " connections have not said HELLO"));
       c.state = Conn::State::Dead;
       return;
     }
@@ -161,8 +162,7 @@ void RootServer::Impl::on_timers() {
     std::vector<int> missing;
     for (int q = 0; q < world; ++q)
       if (joined_from[q].empty()) missing.push_back(q);
-    std::string msg = rank_list(missing) + " of " + std::to_string(world) + " did not join within " +
-                      seconds_text(join_timeout_ms);
+    std::string msg = cat(rank_list(missing), " of ", world, " did not join within ", seconds_text(join_timeout_ms));
     LOG_WARN("actorcc root " << where << ": " << msg);
     fail_group(wire::JoinFailed{msg, missing.empty() ? -1 : missing.front()});
   }
@@ -176,11 +176,11 @@ void RootServer::Impl::note_missing_joiners(Clock::time_point now) {
     if (joined_from[q].empty()) r.missing.push_back(q);
   if (r.missing.empty()) return;
   const auto left = join_deadline ? duration_cast<seconds>(*join_deadline - now).count() : 0;
-  r.text = "still waiting for " + rank_list(std::vector<int>(r.missing.begin(), r.missing.end())) + " of " +
-           std::to_string(world) + " to join (" + std::to_string(joined) + " joined; " +
-           (join_deadline && *join_deadline != Clock::time_point::max() ? std::to_string(left) + " s left of the join timeout"
-                                                                        : std::string("no join timeout")) +
-           ")";
+  r.text = cat("still waiting for ", rank_list(std::vector<int>(r.missing.begin(), r.missing.end())), " of ", world,
+               " to join (", joined, " joined; ",
+               join_deadline && *join_deadline != Clock::time_point::max() ? cat(left, " s left of the join timeout")
+                                                                           : std::string("no join timeout"),
+               ")");
   LOG_WARN("actorcc root " << where << ": " << r.text);
   broadcast(r);
 }

@@ -17,6 +17,7 @@
 #include "bootstrap/stranger_gate.hpp"
 #include "bootstrap/wire.hpp"
 #include "common/deadline.hpp"
+#include "common/text.hpp"
 #include "common/thread_cpu.hpp"
 
 namespace actorcc::bootstrap {
@@ -63,23 +64,15 @@ inline bool same_token(const wire::Token& a, const wire::Token& b) {
 }
 
 inline std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  return os.str();
+  return cat(ranks.size() == 1 ? "rank " : "ranks ", join(ranks, ", "));
 }
 
 // The timeout as the user set it: HELLO carries what was left of it when the rank connected
 // (999 ms of a 1 s timeout), so round to tenths of a second.
 inline std::string seconds_text(uint64_t ms) {
-  if (ms < 100) return std::to_string(ms) + " ms";
-  uint64_t tenths = (ms + 50) / 100;
-  std::string s = std::to_string(tenths / 10);
-  if (tenths % 10) {
-    s += '.';
-    s += std::to_string(tenths % 10);
-  }
-  return s + " s";
+  if (ms < 100) return cat(ms, " ms");
+  const uint64_t tenths = (ms + 50) / 100;
+  return tenths % 10 ? cat(tenths / 10, '.', tenths % 10, " s") : cat(tenths / 10, " s");
 }
 
 inline Clock::time_point saturating_after(Clock::time_point now, uint64_t ms) {

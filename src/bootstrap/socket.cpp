@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "actorcc/error.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::net {
 
@@ -232,8 +233,8 @@ Fd connect_with_retry(const SockAddr& addr, Deadline deadline, const AbortSignal
     } else if (!refused_since) {
       refused_since = Clock::now();
     } else if (refused_for && Clock::now() - *refused_since >= *refused_for) {
-      throw RemoteError("nothing listens at " + addr.to_string() + " (connection refused for " +
-                            std::to_string(duration_cast<milliseconds>(Clock::now() - *refused_since).count()) + " ms)",
+      throw RemoteError(cat("nothing listens at ", addr.to_string(), " (connection refused for ",
+                            duration_cast<milliseconds>(Clock::now() - *refused_since).count(), " ms)"),
                         -1);  // the caller says whose root it was, and names the rank
     }
     if (deadline.expired()) break;

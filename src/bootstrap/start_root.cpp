@@ -19,6 +19,7 @@
 #include "bootstrap/siphash.hpp"
 #include "common/log.hpp"
 #include "common/env.hpp"
+#include "common/text.hpp"
 
 namespace actorcc {
 
@@ -42,8 +43,7 @@ bool is_loopback(const net::SockAddr& a) {
 wire::Token address_token(const std::string& secret, const std::string& host, uint16_t port, int world) {
   const bootstrap::SipKey domain{'a', 'c', 't', 'o', 'r', 'c', 'c', '-', 's', 'e', 'c', 'r', 'e', 't', 0, 1};
   const bootstrap::SipKey key = bootstrap::siphash128(domain, secret);
-  const std::string what = std::string("actorcc from_address") + '\0' + host + '\0' + std::to_string(port) + '\0' +
-                           std::to_string(world);
+  const std::string what = cat("actorcc from_address", '\0', host, '\0', port, '\0', world);
   return bootstrap::siphash128(key, what);
 }
 
@@ -74,7 +74,7 @@ UniqueId start_root(const std::string& host, uint16_t port, bool creator_is_rank
 
 UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
   if (port == 0) throw InvalidArgument("from_address needs a fixed port, got 0");
-  if (world <= 0) throw InvalidArgument("from_address: world size " + std::to_string(world) + " is not positive");
+  if (world <= 0) throw InvalidArgument(cat("from_address: world size ", world, " is not positive"));
   bootstrap::IdFields f;
   f.root = resolve_or_throw(host, port);
   f.rank0_hosts = true;
@@ -83,11 +83,11 @@ UniqueId address_unique_id(const std::string& host, uint16_t port, int world) {
   std::string secret = env::get("ACTORCC_BOOTSTRAP_SECRET").value_or("");
   if (secret.empty()) {
     if (!is_loopback(f.root))
-      throw InvalidArgument("from_address(" + host + ":" + std::to_string(port) +
-                            "): a group reachable from other hosts needs a shared secret, or anyone who knows the "
-                            "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
-                            "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
-                            "UniqueId.create(), whose id carries a random token");
+      throw InvalidArgument(cat("from_address(", host, ":", port,
+                                "): a group reachable from other hosts needs a shared secret, or anyone who knows the "
+                                "address could join it: set ACTORCC_BOOTSTRAP_SECRET to the same random string on "
+                                "every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'), or use "
+                                "UniqueId.create(), whose id carries a random token"));
     // Loopback needs no secret (docs/reliability.md): a warning there, on every rank of every job
     // (the doctor's included), said nothing the user must act on. A note once per process, for
     // whoever looks; off loopback the missing secret is the error above.
@@ -113,8 +113,8 @@ std::string report_to_holder(const bootstrap::IdFields& f) {
   try {
     auto g = bootstrap::greet(f.root, {by, by, true, std::chrono::milliseconds(0), {}}, nullptr, 0);
     if (!g)
-      return "what holds it sent nothing within " + std::to_string(kProbe.count() / 1000) +
-             " s: it is not an actorcc root (another program holds the port?)";
+      return cat("what holds it sent nothing within ", kProbe.count() / 1000,
+                 " s: it is not an actorcc root (another program holds the port?)");
     const bootstrap::RunId run = bootstrap::launcher_run_id();
     wire::Hello h;
     h.rank = 0;

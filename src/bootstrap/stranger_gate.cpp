@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace actorcc::net {
 
@@ -20,8 +21,7 @@ void StrangerGate::accept_all(int listener, size_t unauthenticated, const std::f
       // stays readable, so back off rather than spin; the strangers' timeouts free fds.
       const int e = errno;
       paused_until_ = Clock::now() + kAcceptBackoff;
-      log("accept() failed: " + std::string(std::strerror(e)) + "; retrying in " +
-          std::to_string(kAcceptBackoff.count()) + " ms");
+      log(cat("accept() failed: ", std::strerror(e), "; retrying in ", kAcceptBackoff.count(), " ms"));
       return;
     }
     if (unauthenticated >= kMaxUnauthenticated)
@@ -48,7 +48,7 @@ void StrangerGate::log(const std::string& line) {
   ++in_window_;
   const uint64_t held = held_;
   held_ = 0;
-  LOG_WARN(where_ << ": " << line << (held ? " (" + std::to_string(held) + " similar lines held back)" : std::string()));
+  LOG_WARN(where_ << ": " << line << (held ? cat(" (", held, " similar lines held back)") : std::string()));
 }
 
 }  // namespace actorcc::net

@@ -7,6 +7,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/id_fields.hpp"
 #include "bootstrap/root.hpp"
+#include "common/text.hpp"
 
 namespace actorcc {
 
@@ -46,14 +47,13 @@ std::string UniqueId::to_string() const {
 
 UniqueId UniqueId::parse(const std::string& text) {
   if (text.size() != 2 * kBytes)
-    throw InvalidArgument("UniqueId text must be " + std::to_string(2 * kBytes) + " hex characters, got " +
-                          std::to_string(text.size()));
+    throw InvalidArgument(cat("UniqueId text must be ", 2 * kBytes, " hex characters, got ", text.size()));
   UniqueId id;
   for (size_t i = 0; i < kBytes; ++i) {
     int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
     if (hi < 0 || lo < 0) {
       size_t at = hi < 0 ? 2 * i : 2 * i + 1;
-      throw InvalidArgument("UniqueId text has a non-hex character at position " + std::to_string(at));
+      throw InvalidArgument(cat("UniqueId text has a non-hex character at position ", at));
     }
     id.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
@@ -62,7 +62,7 @@ UniqueId UniqueId::parse(const std::string& text) {
 
 UniqueId UniqueId::from_bytes(const void* data, size_t n) {
   if (n != kBytes)
-    throw InvalidArgument("a UniqueId is " + std::to_string(kBytes) + " bytes, got " + std::to_string(n));
+    throw InvalidArgument(cat("a UniqueId is ", kBytes, " bytes, got ", n));
   UniqueId id;
   std::memcpy(id.bytes.data(), data, kBytes);
   bootstrap::read_id(id);  // validates magic, family, reserved bytes

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/text.hpp"
+
 namespace actorcc::wire {
 
 namespace {
@@ -17,7 +19,7 @@ class Writer {
   void u64(uint64_t v) { put(v, 8); }
   void raw(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
   void str(std::string_view s) {
-    if (s.size() > kMaxPayload) throw WireError("field of " + std::to_string(s.size()) + " bytes exceeds the frame bound");
+    if (s.size() > kMaxPayload) throw WireError(cat("field of ", s.size(), " bytes exceeds the frame bound"));
     u32(static_cast<uint32_t>(s.size()));
     out.append(s.data(), s.size());
   }
@@ -58,8 +60,8 @@ class Reader {
   uint32_t count(size_t min_item) {
     uint32_t n = u32();
     if (static_cast<uint64_t>(n) * min_item > d_.size() - pos_)
-      throw WireError(std::string(to_string(t_)) + " frame: list count " + std::to_string(n) +
-                      " does not fit in the " + std::to_string(d_.size() - pos_) + " bytes left");
+      throw WireError(cat(to_string(t_), " frame: list count ", n, " does not fit in the ", d_.size() - pos_,
+                          " bytes left"));
     return n;
   }
   std::vector<std::string> strs() {
@@ -71,15 +73,13 @@ class Reader {
   }
   void finish() const {
     if (pos_ != d_.size())
-      throw WireError(std::string(to_string(t_)) + " frame: " + std::to_string(d_.size() - pos_) +
-                      " trailing bytes after the payload");
+      throw WireError(cat(to_string(t_), " frame: ", d_.size() - pos_, " trailing bytes after the payload"));
   }
 
  private:
   void need(size_t n, const char* what) const {
     if (n > d_.size() - pos_)
-      throw WireError(std::string(to_string(t_)) + " frame truncated: " + what + " needs " + std::to_string(n) +
-                      " bytes, " + std::to_string(d_.size() - pos_) + " left");
+      throw WireError(cat(to_string(t_), " frame truncated: ", what, " needs ", n, " bytes, ", d_.size() - pos_, " left"));
   }
   uint64_t get(int bytes) {
     need(static_cast<size_t>(bytes), "integer field");
@@ -196,8 +196,7 @@ std::string encode(const Message& m) {
   std::visit([&](const auto& x) { put_payload(w, x); }, m);
   size_t len = w.out.size() - kHeaderBytes;
   if (len > kMaxPayload)
-    throw WireError(std::string(to_string(type_of(m))) + " payload of " + std::to_string(len) +
-                    " bytes exceeds the bound of " + std::to_string(kMaxPayload));
+    throw WireError(cat(to_string(type_of(m)), " payload of ", len, " bytes exceeds the bound of ", kMaxPayload));
   Writer h;
   h.u32(kFrameMagic);
   h.u16(kFrameVersion);
@@ -209,7 +208,7 @@ std::string encode(const Message& m) {
 
 Header decode_header(const void* data, size_t n, uint32_t max_payload) {
   if (n < kHeaderBytes)
-    throw WireError("frame header truncated: " + std::to_string(n) + " of " + std::to_string(kHeaderBytes) + " bytes");
+    throw WireError(cat("frame header truncated: ", n, " of ", kHeaderBytes, " bytes"));
   Reader r(std::string_view(static_cast<const char*>(data), kHeaderBytes), MsgType::Bye);
   Header h;
   h.magic = r.u32();
@@ -220,16 +219,16 @@ Header decode_header(const void* data, size_t n, uint32_t max_payload) {
   }
   h.version = r.u16();
   if (h.version != kFrameVersion)
-    throw WireError("frame version " + std::to_string(h.version) + " is not supported (this build speaks " +
-                    std::to_string(kFrameVersion) + "): a peer of another actorcc version");
+    throw WireError(cat("frame version ", h.version, " is not supported (this build speaks ", kFrameVersion,
+                        "): a peer of another actorcc version"));
   uint16_t t = r.u16();
   if (t < static_cast<uint16_t>(MsgType::Hello) || t > static_cast<uint16_t>(MsgType::Refuse))
-    throw WireError("unknown frame type " + std::to_string(t));
+    throw WireError(cat("unknown frame type ", t));
   h.type = static_cast<MsgType>(t);
   h.length = r.u32();
   if (h.length > max_payload)
-    throw WireError(std::string(to_string(h.type)) + " frame announces " + std::to_string(h.length) +
-                    " payload bytes, above the bound of " + std::to_string(max_payload));
+    throw WireError(cat(to_string(h.type), " frame announces ", h.length, " payload bytes, above the bound of ",
+                        max_payload));
   return h;
 }
 
@@ -296,7 +295,7 @@ Message decode_payload(MsgType type, std::string_view payload) {
       out = std::move(m);
       break;
     }
-    default: throw WireError("unknown frame type " + std::to_string(static_cast<int>(type)));
+    default: throw WireError(cat("unknown frame type ", static_cast<int>(type)));
   }
   r.finish();
   return out;
@@ -306,11 +305,9 @@ Message decode_frame(std::string_view frame) {
   Header h = decode_header(frame.data(), frame.size());
   std::string_view payload = frame.substr(kHeaderBytes);
   if (payload.size() < h.length)
-    throw WireError(std::string(to_string(h.type)) + " frame truncated: payload has " +
-                    std::to_string(payload.size()) + " of " + std::to_string(h.length) + " bytes");
+    throw WireError(cat(to_string(h.type), " frame truncated: payload has ", payload.size(), " of ", h.length, " bytes"));
   if (payload.size() > h.length)
-    throw WireError(std::string(to_string(h.type)) + " frame: " + std::to_string(payload.size() - h.length) +
-                    " bytes beyond the announced length");
+    throw WireError(cat(to_string(h.type), " frame: ", payload.size() - h.length, " bytes beyond the announced length"));
   return decode_payload(h.type, payload);
 }
 

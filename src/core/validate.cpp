@@ -4,11 +4,13 @@
 #include <limits>
 #include <string>
 
+#include "common/text.hpp"
+
 namespace actorcc {
 namespace {
 
 [[noreturn]] void bad(int rank, const CollArgs& a, const std::string& why) {
-  throw InvalidArgument(std::string(to_string(a.coll)) + ": " + why, rank);
+  throw InvalidArgument(cat(to_string(a.coll), ": ", why), rank);
 }
 
 constexpr size_t kMax = std::numeric_limits<size_t>::max();
@@ -26,17 +28,17 @@ bool has_root(Collective c) {
 }
 
 void check_dtype(const CollArgs& a, DataType t, int rank) {
-  if (static_cast<unsigned>(t) >= kNumDataTypes) bad(rank, a, "unsupported dtype " + std::to_string(int(t)));
+  if (static_cast<unsigned>(t) >= kNumDataTypes) bad(rank, a, cat("unsupported dtype ", int(t)));
 }
 
 void check_peer(const CollArgs& a, int peer, int rank, int world) {
   if (peer < 0 || peer >= world)
-    bad(rank, a, "peer " + std::to_string(peer) + " is not a rank of this group of " + std::to_string(world));
+    bad(rank, a, cat("peer ", peer, " is not a rank of this group of ", world));
 }
 
 void check_aligned(const CollArgs& a, const void* p, size_t esize, int rank) {
   if (reinterpret_cast<uintptr_t>(p) % esize)
-    bad(rank, a, "buffer not aligned to its " + std::to_string(esize) + "-byte element size");
+    bad(rank, a, cat("buffer not aligned to its ", esize, "-byte element size"));
 }
 
 // Sum of world counts; throws if it (or its byte size) overflows.
@@ -45,7 +47,7 @@ size_t total_of(const CollArgs& a, const size_t* counts, const char* which, int 
   size_t total = 0;
   for (int k = 0; k < world; ++k) {
     if (counts[k] > kMax / esize - total)
-      bad(rank, a, std::string(which) + " sum to more elements than fit the byte size (at rank " + std::to_string(k) + ")");
+      bad(rank, a, cat(which, " sum to more elements than fit the byte size (at rank ", k, ")"));
     total += counts[k];
   }
   return total;
@@ -109,25 +111,25 @@ void check_overlap(const CollArgs& a, int rank, int world, size_t esize, bool us
 }
 
 void validate_batch(const CollArgs& a, int rank, int world) {
-  if (a.num_ops > 0 && !a.ops) bad(rank, a, "ops is null with " + std::to_string(a.num_ops) + " ops");
+  if (a.num_ops > 0 && !a.ops) bad(rank, a, cat("ops is null with ", a.num_ops, " ops"));
   size_t self_sends = 0, self_recvs = 0;
   for (size_t i = 0; i < a.num_ops; ++i) {
     const P2POp& op = a.ops[i];
-    const std::string at = "op " + std::to_string(i) + ": ";
+    const std::string at = cat("op ", i, ": ");
     if (op.kind != P2POp::Kind::Send && op.kind != P2POp::Kind::Recv) bad(rank, a, at + "kind is neither send nor recv");
     check_dtype(a, op.dtype, rank);
     check_peer(a, op.peer, rank, world);
     const size_t es = dtype_size(op.dtype);
-    if (op.count > kMax / es) bad(rank, a, at + "count " + std::to_string(op.count) + " overflows the byte size");
-    if (op.count && !op.buf) bad(rank, a, at + "buffer is null with count " + std::to_string(op.count));
+    if (op.count > kMax / es) bad(rank, a, cat(at, "count ", op.count, " overflows the byte size"));
+    if (op.count && !op.buf) bad(rank, a, cat(at, "buffer is null with count ", op.count));
     check_aligned(a, op.buf, es, rank);
     if (op.peer == rank) ++(op.kind == P2POp::Kind::Send ? self_sends : self_recvs);
   }
   // Transfers to this rank itself pair up in order (k-th send with k-th recv); an unpaired one
   // could never complete.
   if (self_sends != self_recvs)
-    bad(rank, a, std::to_string(self_sends) + " send(s) to this rank itself but " + std::to_string(self_recvs) +
-                     " recv(s) from it; each send to self needs a recv from self in the same batch");
+    bad(rank, a, cat(self_sends, " send(s) to this rank itself but ", self_recvs,
+                     " recv(s) from it; each send to self needs a recv from self in the same batch"));
 }
 
 }  // namespace
@@ -138,9 +140,9 @@ void validate_args(const CollArgs& a, int rank, int world) {
   if (a.coll == Collective::SendRecv) return validate_batch(a, rank, world);
   check_dtype(a, a.dtype, rank);
   bool reduces = a.coll == Collective::AllReduce || a.coll == Collective::ReduceScatter || a.coll == Collective::Reduce;
-  if (reduces && static_cast<unsigned>(a.op) >= kNumRedOps) bad(rank, a, "unsupported op " + std::to_string(int(a.op)));
+  if (reduces && static_cast<unsigned>(a.op) >= kNumRedOps) bad(rank, a, cat("unsupported op ", int(a.op)));
   if (has_root(a.coll) && (a.root < 0 || a.root >= world))
-    bad(rank, a, "root " + std::to_string(a.root) + " is not a rank of this group of " + std::to_string(world));
+    bad(rank, a, cat("root ", a.root, " is not a rank of this group of ", world));
   if (is_p2p(a.coll)) {
     check_peer(a, a.peer, rank, world);
     if (a.peer == rank) bad(rank, a, "peer is this rank itself; use send_recv with a send and a recv to self");
@@ -150,8 +152,8 @@ void validate_args(const CollArgs& a, int rank, int world) {
   if (a.coll == Collective::AllToAllV) {
     const size_t in = total_of(a, a.send_counts, "send_counts", rank, world, esize);
     const size_t out = total_of(a, a.recv_counts, "recv_counts", rank, world, esize);
-    if (in && !a.send) bad(rank, a, "send buffer is null with " + std::to_string(in) + " elements to send");
-    if (out && !a.recv) bad(rank, a, "recv buffer is null with " + std::to_string(out) + " elements to receive");
+    if (in && !a.send) bad(rank, a, cat("send buffer is null with ", in, " elements to send"));
+    if (out && !a.recv) bad(rank, a, cat("recv buffer is null with ", out, " elements to receive"));
     check_aligned(a, a.send, esize, rank);
     check_aligned(a, a.recv, esize, rank);
     const auto* s = static_cast<const uint8_t*>(a.send);
@@ -161,15 +163,15 @@ void validate_args(const CollArgs& a, int rank, int world) {
   }
   // The largest buffer a call touches is count * world elements (gather/scatter side).
   size_t span = spans_world(a.coll) ? static_cast<size_t>(world) : 1;
-  if (a.count > kMax / esize / span) bad(rank, a, "count " + std::to_string(a.count) + " overflows the byte size");
+  if (a.count > kMax / esize / span) bad(rank, a, cat("count ", a.count, " overflows the byte size"));
   if (a.count == 0) return;
   // Buffers that only the root (or only others) use may be null where unused.
   bool needs_send = a.coll != Collective::Recv && !((a.coll == Collective::Broadcast || a.coll == Collective::Scatter) && !root);
   bool needs_recv = a.coll != Collective::Send && !((a.coll == Collective::Reduce || a.coll == Collective::Gather) && !root);
-  if (!a.send && needs_send) bad(rank, a, "send buffer is null with count " + std::to_string(a.count));
-  if (!a.recv && needs_recv) bad(rank, a, "recv buffer is null with count " + std::to_string(a.count));
+  if (!a.send && needs_send) bad(rank, a, cat("send buffer is null with count ", a.count));
+  if (!a.recv && needs_recv) bad(rank, a, cat("recv buffer is null with count ", a.count));
   uintptr_t misalign = (reinterpret_cast<uintptr_t>(a.send) | reinterpret_cast<uintptr_t>(a.recv)) % esize;
-  if (misalign) bad(rank, a, "buffer not aligned to its " + std::to_string(esize) + "-byte element size");
+  if (misalign) bad(rank, a, cat("buffer not aligned to its ", esize, "-byte element size"));
   check_overlap(a, rank, world, esize, needs_send, needs_recv);
 }
 

@@ -10,9 +10,9 @@
 
 #include "backends/backend.hpp"
 #include "backends/hier/gpu_hier_rules.hpp"
+#include "backends/hier/sub_group.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
-#include "group/sub_group.hpp"
 #include "topology/topology.hpp"
 
 namespace actorcc {

@@ -4,7 +4,7 @@
 // network and never sees two GPUs of one node. The collectives are the hierarchical plans,
 // run by gpu_hier_rules. Calls the plans do not cover (reduce, gather, scatter, all_to_all)
 // go to one flat NCCL communicator over all ranks, made on first use, with a logged reason;
-// send/recv need their own (issue 22 lists them).
+// send/recv and send_recv are refused across nodes for now (docs/multinode.md, "Not built yet").
 #include <chrono>
 #include <memory>
 

@@ -25,10 +25,11 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
+
+from bench_common import free_port
 
 SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
 
@@ -123,12 +124,6 @@ def serving_library():
     dladdr = scope.dladdr
     dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
     return os.path.realpath(info.fname.decode()) if dladdr(addr, ctypes.byref(info)) and info.fname else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gpu_count():

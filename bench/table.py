@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The all-reduce table of a GPU run folder (bench/results/<run>/bench/*.json, as written by
-scripts/device.sh bench) in Markdown, with issue 4's bars (2 ranks; for other worlds the column
+scripts/device.sh bench) in Markdown, with the latency bars (2 ranks; for other worlds the column
 says where NCCL was faster instead) checked per size: actorcc eager and
 graph against NCCL and NCCL with symmetric windows from the same run, the ratio to the faster
 of the two, the algorithm actorcc's planner ran, and the ratio ranges of the permuted-device and
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-# Issue 4's bars: (largest size, eager us, graph us); from 64 MiB busbw >= 340 GB/s.
+# The latency bars actorcc must meet against NCCL: (largest size, eager us, graph us); from 64 MiB busbw >= 340 GB/s.
 BARS = [(64 << 10, 5.0, 3.0), (256 << 10, 6.0, 6.0), (1 << 20, 9.0, 9.0), (4 << 20, 17.0, 17.0),
         (16 << 20, 52.0, 52.0)]
 BUSBW_BAR = 340.0

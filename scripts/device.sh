@@ -413,7 +413,7 @@ phase_torch() {
   echo "torch-graphs: $(tail -1 "$OUT/logs/torch-graphs.log")" | tee -a "$SUMMARY"
 }
 
-# The per-call cost of the torch backend against NCCL's (issue 30's bar: "actorcc" sync and
+# The per-call cost of the torch backend against NCCL's (the bar: "actorcc" sync and
 # async_op at most "nccl" at 4 KiB, 64 KiB and 1 MiB, world 1).
 phase_torchbench() {
   ensure_python_ext || return
@@ -523,8 +523,8 @@ phase_mismatchcost() {
         "$OUT/logs/$name.log" >>"$OUT/mismatchcost.txt"
     done
   done
-  # per (mode, size): with the check against without (mean time and p50, us), against issue 21's
-  # bar (at most 3% or 0.2 us more, p50), and the wrong results of all runs
+  # per (mode, size): with the check against without (mean time and p50, us), against the
+  # check's bar (at most 3% or 0.2 us more, p50), and the wrong results of all runs
   awk '{key=$2" "$4; n[key" "$3]++; t[key" "$3]+=$5; p[key" "$3]+=$6; w+=$7}
        END {for (k in n) if (k ~ /check=1$/) {b=k; sub(/check=1$/, "check=0", b); if (!(b in n)) continue; split(k, f, " ");
          d=p[k]/n[k]-p[b]/n[b]; ok=(d <= 0.2 || d <= 0.03*p[b]/n[b]) ? "within" : "OVER";
@@ -722,7 +722,7 @@ phase_reportshape() {
   nccl_verdict REPORTSHAPE $ok $n "report-shape runs passed ($variants; x$repeats)"
 }
 
-# close() and exit with live CUDA graphs across virtual nodes (issue 32 item 1): 4 cases of at
+# close() and exit with live CUDA graphs across virtual nodes: 4 cases of at
 # most 90 s each; PASS when every rank of every case exits 0 in time with close() under 20 s.
 phase_closegraph() {
   ensure_python_ext || return
@@ -730,7 +730,7 @@ phase_closegraph() {
   grep -h "^CLOSEGRAPH" "$OUT/logs/closegraph.log" | tee -a "$SUMMARY"
 }
 
-# Suspend and resume that release the GPU memory (issue 45 item 1).
+# Suspend and resume that release the GPU memory.
 phase_suspend() {
   ensure_python_ext || return
   step suspend 200 env PYTHONPATH="$PKG" python3 tests/python/suspend_device.py --ranks 4 --cycles 20 --timeout 190 \

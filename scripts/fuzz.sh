@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer tier of CI (issue 21): one clang build (CUDA off) with ASan + UBSan and
+# The sanitizer tier of CI: one clang build (CUDA off) with ASan + UBSan and
 # libFuzzer instrumentation, then
 #   1. the C++ unit tests, the fault-injection suite and the libnccl.so.2 conformance test's
 #      CPU-mode cases (tests/nccl) under ASan + UBSan;

@@ -53,7 +53,7 @@ struct GroupContext {
   UniqueId id;                   // the group's id (root address and token, for transports)
   Bootstrap* bootstrap = nullptr;
   std::shared_ptr<AbortSignal> abort;
-  // A sub-group (group/sub_group.hpp): rank r here is rank members[r] of the whole group.
+  // A sub-group (backends/hier/sub_group.hpp): rank r here is rank members[r] of the whole group.
   // Empty for the whole group. Errors name global_rank(r), the rank the user knows.
   std::vector<int> members;
   int global_rank(int r) const { return members.empty() || r < 0 || r >= static_cast<int>(members.size()) ? r : members[r]; }

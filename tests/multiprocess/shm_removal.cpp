@@ -1,4 +1,4 @@
-// The shared-memory segment of a forming group meets another process (issue 44, hole 2): rank
+// The shared-memory segment of a forming group meets another process: rank
 // --culprit, a non-creator, is about to map the segment its creator announced when
 //   removed      the segment is removed (what a foreign cleanup does): every rank must fail at
 //                once, saying so, not at the join timeout;

@@ -1,4 +1,4 @@
-// Elastic membership on the CPU backend (issue 31, docs/elastic.md): a rank is SIGKILLed between
+// Elastic membership on the CPU backend (docs/elastic.md): a rank is SIGKILLed between
 // calls or inside a large call, the survivors shrink without it and run every collective exactly,
 // then grow back to full size with a new process taking the dead rank's place, exact again; a
 // death inside a shrink and inside a grow; a planned shrink whose excluded rank, still alive, is
@@ -140,7 +140,7 @@ TEST(Elastic, KillDuringShrinkFailsNamingItAndASecondShrinkWorks) {
   run({4, "shrink_kill", 0, 1});
 }
 
-// Issue 44: two of six ranks SIGKILLed together. Every survivor's error comes to list both;
+// Two of six ranks SIGKILLed together. Every survivor's error comes to list both;
 // the documented recipe (shrink without the error's culprits, again without any rank a failed
 // shrink names) gives the four an exact all_reduce within 5 s of the kill, against a join timeout
 // of 60 s that a shrink waiting for the second dead rank would spend. Then a survivor that dies
@@ -156,7 +156,7 @@ TEST(Elastic, TwoDeathsAtOnceShrinkWithinSecondsNotTheJoinTimeout) {
   }
 }
 
-// Issue 44: the process hosting a grown group's root (the member that called grow_id(): the
+// The process hosting a grown group's root (the member that called grow_id(): the
 // shrunk group's rank 0, original rank 1 once rank 0 died) dies: every other member, the
 // newcomer included, names it, and the shrink without it works.
 TEST(Elastic, GrownGroupRootHostDeathNamesItsRank) { run({4, "grow_root_dies", 0, 1}); }
@@ -196,7 +196,7 @@ TEST(Elastic, TwentyCyclesLeakNothing) {
   for (int r = 0; r < s.world; ++r) std::cout << "rank " << r << " " << lines_of(p[r].out(), "USAGE").at(0) << "\n";
 }
 
-// The bar (issue 31): at most 1 s from a SIGKILL to the survivors' first correct collective in the
+// The bar: at most 1 s from a SIGKILL to the survivors' first correct collective in the
 // shrunk group, at 8 ranks on the CPU backend; median and max over the trials.
 TEST(Elastic, KillToFirstCorrectCollectiveAtEightRanks) {
   constexpr int kTrials = 20;

@@ -1,4 +1,4 @@
-// Fault injection on the CPU backend (issue 21): one rank is SIGKILLed, SIGSTOPped, exits, or
+// Fault injection on the CPU backend: one rank is SIGKILLed, SIGSTOPped, exits, or
 // dies of an uncaught exception, before joining, while joining, during backend setup (after the
 // join: the shared-memory segment, the TCP mesh of a group spanning virtual nodes), inside a
 // large call or between calls, in groups of 4 and 8; and the process hosting the root dies. Every other rank must

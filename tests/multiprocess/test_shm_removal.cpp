@@ -1,4 +1,4 @@
-// Issue 44, hole 2: a forming group's shared memory and the other processes on the host. A
+// A forming group's shared memory and the other processes on the host. A
 // process in another pid namespace sharing /dev/shm (docker --ipc=host, unshare -p) sees no
 // creator pid and used to remove a live group's segment as an orphan; the group then failed only
 // at the join timeout, naming ranks that were alive. Now the segment survives any sweep while its

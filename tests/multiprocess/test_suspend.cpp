@@ -1,4 +1,4 @@
-// Communicator::suspend / resume on the CPU backend (issue 45 item 1): the segment goes while
+// Communicator::suspend / resume on the CPU backend: the segment goes while
 // suspended (unmapped on every rank, nothing in /dev/shm), calls are refused at once naming
 // the suspension, 20 cycles stay exact and grow nothing, and ranks that disagree on the step
 // all fail naming the odd rank, within seconds, and then go on; a rank that dies while

@@ -1,6 +1,6 @@
 """Device check (scripts/device.sh closegraph): close() and process exit with a CUDA graph
 alive that captured actorcc collectives, on GPU groups across virtual nodes (ACTORCC_NODE_ID +
-NCCL_HOSTID), every rank sharing GPU 0. Issue 32 item 1: both ranks blocked forever in
+NCCL_HOSTID), every rank sharing GPU 0. Before, both ranks blocked forever in
 close() (ncclCommDestroy waits for every graph that captured the communicator).
 
 Each shape (nodes x ranks per node: 2x1, 2x2) runs twice: "close" (capture all_reduce in a

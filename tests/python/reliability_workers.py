@@ -1,4 +1,4 @@
-"""Rank functions for test_reliability.py (issue 32): rank 0 forks after joining (its child uses
+"""Rank functions for test_reliability.py: rank 0 forks after joining (its child uses
 the inherited communicator, or only exits, and the parent and rank 1 go on); setup failures."""
 import atexit
 import gc
@@ -81,7 +81,7 @@ def setup_failure(rank, world, uid):
     return None
 
 
-# Issue 44 hole 1: one rank of two 2-rank launches A and B that share a from_address address.
+# One rank of two 2-rank launches A and B that share a from_address address.
 # Index 0..3 plays A0, A1, B0, B1; each waits for its go-file (the test sets the order), then
 # joins and all-reduces its launch's values: A's sum is 3, B's 30, anything else mixes them;
 # a rank that formed a group keeps it until the end-file (every rank has started).

@@ -1,4 +1,4 @@
-"""Suspend and resume on the GPU (issue 45 item 1's memory goal): scripts/device.sh's phase
+"""Suspend and resume on the GPU (its memory goal: the suspended ranks give back the GPU memory they held): scripts/device.sh's phase
 `suspend`.
 
 W ranks (default 4) share GPU 0 (ACTORCC_CUDA_SHARE_GPU=1), each in its own process, beside a

@@ -213,7 +213,7 @@ def test_device_and_backend_checked():
 
 
 def test_from_bytes_refuses_a_corrupt_id_saying_what_is_wrong():
-    # Issue 47 point 8: from_bytes() took any 128 bytes; the constructor then warned about a
+    # from_bytes() took any 128 bytes; the constructor then warned about a
     # successor socket before its error. Now from_bytes() checks what parse() checks.
     b = bytearray(actorcc.UniqueId.create("127.0.0.1").to_bytes())
     b[100] = 1

@@ -40,7 +40,7 @@ def test_shrink_refuses_bad_exclude_lists():
 
 
 def test_two_deaths_at_once_shrink_through_the_recipe_within_seconds(tmp_path):
-    # Issue 44: ranks 3 and 4 of 6 SIGKILLed together. The survivors' errors come to list both
+    # Ranks 3 and 4 of 6 SIGKILLed together. The survivors' errors come to list both
     # (err.culprits) and the recipe reaches an exact all_reduce within 5 s of the kill, against a
     # 60 s join timeout that a shrink waiting for rank 4 would spend.
     uid = actorcc.UniqueId.create("127.0.0.1")
@@ -55,7 +55,7 @@ def test_two_deaths_at_once_shrink_through_the_recipe_within_seconds(tmp_path):
 
 
 def test_grow_refuses_a_size_beyond_the_bound_before_sizing_anything():
-    # Issue 44: grow(2**31 - 1) sized a vector by it (8 GiB per rank) before the 1..65536 check.
+    # grow(2**31 - 1) sized a vector by it (8 GiB per rank) before the 1..65536 check.
     c = actorcc.Communicator(actorcc.UniqueId.create("127.0.0.1"), 0, 1, backend="cpu", timeout=20)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB, the peak so far
     t0 = time.monotonic()

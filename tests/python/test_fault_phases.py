@@ -1,4 +1,4 @@
-"""The fault suite's Python faults, each at every phase it can reach (issue 32; docs/reliability.md,
+"""The fault suite's Python faults, each at every phase it can reach (docs/reliability.md,
 "Faults by phase"): Ctrl-C to a rank before, during and after it joins, in a call that waits for
 a peer, in a large call that moves data, and between calls; a script that ends between calls on
 an uncaught exception or sys.exit(); a fork() from a helper thread while
@@ -105,7 +105,7 @@ SIGINT_PHASES = {
 
 @pytest.mark.parametrize("phase", list(SIGINT_PHASES))
 def test_sigint_at_each_phase(uid, procs, phase):
-    # Issue 32 item 5: Ctrl-C took effect only at the wait's timeout (300 s for a call, 600 s to
+    # Ctrl-C took effect only at the wait's timeout (300 s for a call, 600 s to
     # join) and garbled the traceback. At every phase the interrupted rank now raises
     # KeyboardInterrupt within 2 s, and the others fail naming it (culprit 1) within a bound:
     # the join timeout where it never joined, 3 s otherwise.
@@ -171,7 +171,7 @@ def test_a_script_that_ends_between_calls(uid, procs, fault):
 
 @pytest.mark.parametrize("phase", ["during_join", "large_call"])
 def test_fork_at_each_phase(uid, procs, phase):
-    # Issue 32 item 2, at the phases a helper thread can fork in while the rank waits inside the
+    # A fork after joining, at the phases a helper thread can fork in while the rank waits inside the
     # library: the child of a fork during the join (no communicator yet) only exits; the child
     # of a fork inside a 16 MiB all_reduce calls all_reduce on the inherited communicator (it
     # must be refused, naming the fork), closes it and exits. Neither may touch the group:

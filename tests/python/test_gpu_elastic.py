@@ -3,7 +3,7 @@ sharing GPU 0 (ACTORCC_CUDA_SHARE_GPU=1). A rank is SIGKILLed while the others' 
 waits for it; the survivors' synchronize raises naming it, they shrink (a new CUDA group of 3)
 and get exact results, and a restarted process takes the dead rank back through grow. Prints the
 time from the kill to the survivors' first correct call and a restarted process's rejoin time
-(bars, issue 31: 1 s each). Run by scripts/device.sh elastic."""
+(bars: 1 s each). Run by scripts/device.sh elastic."""
 import statistics
 
 import pytest

@@ -1,4 +1,4 @@
-"""GPU tier (device machine only; skipped without torch + CUDA): issue 47 point 4 on CUDA tensors.
+"""GPU tier (device machine only; skipped without torch + CUDA): test_torch_eager.py's eager forming on CUDA tensors.
 init_process_group("actorcc", device_id=cuda:0) forms the CUDA communicator there, as torch's NCCL
 backend does given a device_id, and new_group inherits the device; without device_id the first
 call forms it. 2 ranks sharing GPU 0 (ACTORCC_CUDA_SHARE_GPU=1)."""

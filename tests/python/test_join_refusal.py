@@ -1,4 +1,4 @@
-"""Issue 47 point 1: a rank whose own arguments keep it from joining (a bad backend, a rank out of
+"""A rank whose own arguments keep it from joining (a bad backend, a rank out of
 range, a device it cannot use, a bad timeout) raised at once on that rank, while every other rank
 waited out the join timeout (600 s by default) for it. Now the rank tells the group's root before
 it raises, and every other rank fails within seconds, naming it and the mistake. The join timeout

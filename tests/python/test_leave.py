@@ -1,7 +1,7 @@
 """A clean leave (close(), `with`, an exception that unwinds the communicator) is told to the
 rest of the group at once by the root: a collective that needs the leaver fails within ~1 s,
 naming it, whether it was already waiting or comes later; point-to-point calls between the
-others still work (issue 21, item 8)."""
+others still work."""
 import actorcc
 from leave_workers import leave_then_p2p, leave_while_others_wait
 from mp_helpers import run_ranks, values

@@ -1,4 +1,4 @@
-"""Issue 47 point 8: messages that misled. A loopback from_address warned on every rank, the
+"""Messages that misled. A loopback from_address warned on every rank, the
 doctor's included, about a secret that loopback does not need. (A lost root's advice to shrink:
 test_multiprocess.py, test_group_fails_when_the_root_process_dies.)"""
 import os

@@ -132,7 +132,7 @@ def test_group_fails_when_the_root_process_dies():
     for r, (kind, msg, took, close_took, shrunk) in enumerate(res):
         assert kind == "RemoteError" and "lost the connection to the actorcc root" in msg, (r, kind, msg)
         assert took < 5.0 and close_took < 5.0, (r, took, close_took)
-        # Issue 47 point 8: it said "a group cannot outlive the process hosting its root", yet the
+        # It said "a group cannot outlive the process hosting its root", yet the
         # survivors can shrink at once; it now says how, and doing so works.
         assert "cannot outlive" not in msg and "comm.shrink(exclude=[]) on each of them" in msg, (r, msg)
         assert shrunk == (6.0, 3), (r, shrunk)

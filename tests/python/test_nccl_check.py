@@ -1,4 +1,4 @@
-"""Issue 47 point 6: `python -m actorcc.nccl --check` under torch 2.15 with actorcc's library
+"""`python -m actorcc.nccl --check` under torch 2.15 with actorcc's library
 preloaded reported NVIDIA's NCCL, "two NCCL libraries are mapped" and a VLLM_NCCL_SO_PATH
 mismatch, while the loader bound every nccl* call of libtorch_cuda.so to actorcc's library: torch's
 start-up maps NVIDIA's wheel copy by path beside it, and the check took the first libnccl in

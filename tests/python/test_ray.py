@@ -263,7 +263,7 @@ def test_elastic_group_shrinks_and_the_restarted_actor_rejoins(ray_session):
 
 
 def test_elastic_group_two_actors_killed_together_shrink_within_seconds(ray_session):
-    # Issue 44: two actors killed together; shrink_group() (exclude = what the error lists) must
+    # Two actors killed together; shrink_group() (exclude = what the error lists) must
     # not wait for the second one: the group's join timeout is 60 s, the bar 5 s.
     actors, _ = _elastic_actors(ray_session, 5, groups=("two",))
     actorcc.ray.create_group(actors, name="two", timeout=20, join_timeout=60, backend="cpu")

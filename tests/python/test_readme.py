@@ -1,4 +1,4 @@
-"""Issue 47 point 7: the README's snippets must run as pasted. The torch one lacked `import torch`,
+"""The README's snippets must run as pasted. The torch one lacked `import torch`,
 the elastic and from_address lines were fragments that did not say so, and the README had grow run
 "on the others" where every member calls it (docs/elastic.md). Every code block of README.md is
 fenced with its language; each ```python block is a whole program, run here on CPU (`# torchrun

@@ -1,4 +1,4 @@
-"""Issues 21 and 32 from Python: unused ids stop their roots, timeouts accept inf and tiny values,
+"""Bounded, authenticated groups from Python: unused ids stop their roots, timeouts accept inf and tiny values,
 from_address needs a secret off loopback and derives its token from it, a fork child cannot act
 as its parent's rank."""
 import gc
@@ -91,7 +91,7 @@ def test_from_address_with_a_secret_forms_the_group(monkeypatch):
 
 @pytest.mark.parametrize("mode", ["call", "exit"])
 def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(uid, mode):
-    # Issue 32 item 2: rank 0 forks after joining. "call": the child calls all_reduce while rank
+    # Rank 0 forks after joining. "call": the child calls all_reduce while rank
     # 1 waits in its own (before: the child's call paired with rank 1's, which returned 2101
     # where 3002 is right, silently). "exit": the child only exits (before: its goodbye told
     # rank 1 that rank 0 closed, and the parent lost its root connection). Now the child's call
@@ -117,7 +117,7 @@ def test_fork_child_cannot_act_as_the_rank_and_its_exit_leaves_the_group_intact(
 
 
 def test_setup_failure_is_a_system_error_naming_the_rank(uid):
-    # Issue 32 item 6: a full (or read-only) /dev/shm on the segment's creator was raised as
+    # A full (or read-only) /dev/shm on the segment's creator was raised as
     # UnsupportedError with culprit -1 on every rank. Now every rank raises SystemCallError (an
     # OSError) naming the creator, rank 0, as the culprit.
     from mp_helpers import run_ranks
@@ -133,7 +133,7 @@ def test_setup_failure_is_a_system_error_naming_the_rank(uid):
 
 
 def test_a_used_unique_id_fails_fast_naming_the_cause(uid):
-    # Issue 32 item 6: joining with the id of a group that has ended retried "connection
+    # Joining with the id of a group that has ended retried "connection
     # refused" for the whole join timeout (600 s by default), then named nobody.
     with actorcc.Communicator(uid, 0, 1, backend="cpu", join_timeout=10) as c:
         c.host_barrier()
@@ -148,7 +148,7 @@ def test_a_used_unique_id_fails_fast_naming_the_cause(uid):
 
 
 def test_errors_the_python_layer_raises_have_every_attribute():
-    # Issue 32 item 6: help(actorcc) says every error has .culprit; one raised by the Python
+    # help(actorcc) says every error has .culprit; one raised by the Python
     # layer itself (no C++ error behind it) had none.
     for cls in (actorcc.Error, actorcc.InvalidArgumentError, actorcc.TimeoutError, actorcc.RemoteError,
                 actorcc.UnsupportedError):
@@ -160,7 +160,7 @@ def test_errors_the_python_layer_raises_have_every_attribute():
 
 
 def test_a_rank_waiting_to_join_says_which_ranks_are_missing(uid, capfd):
-    # Issue 32 item 7: a rank that never joins meant 600 s with no output at all. Now the root
+    # A rank that never joins meant 600 s with no output at all. Now the root
     # and the ranks already in say which ranks are missing, 5 s after the first arrived and
     # then every 10 s; the timeout names them too.
     t0 = time.monotonic()
@@ -174,7 +174,7 @@ def test_a_rank_waiting_to_join_says_which_ranks_are_missing(uid, capfd):
 
 
 def test_torch_groups_default_to_nccls_timeout_and_name_missing_ranks_and_world_sizes():
-    # Issue 32 item 7: through torch the default was 30 minutes (torch's generic default, where
+    # Through torch the default was 30 minutes (torch's generic default, where
     # its NCCL backend gets 10), and a group whose ranks did not all arrive named none of them.
     torch = pytest.importorskip("torch")
     import datetime
@@ -226,7 +226,7 @@ def _foreign_listener(port, mode):
 
 @pytest.mark.parametrize("mode", ["silent", "garbage"])
 def test_from_address_names_another_program_holding_the_port(monkeypatch, mode):
-    # Issue 47 point 2: with another program on the port, ranks 1.. printed nothing for 20+ s and
+    # With another program on the port, ranks 1.. printed nothing for 20+ s and
     # then blamed the actorcc root's join deadline. Now a listener that does not greet like an
     # actorcc root is named within seconds (silence: 5 s; foreign bytes: at once), and rank 0's
     # "port in use" says what holds it.
@@ -282,7 +282,7 @@ def _two_launches(tmp_path, order, run_ids):
 
 @pytest.mark.parametrize("order", [("A0", "B1", "B0", "A1"), ("B1", "A1", "A0", "B0")])
 def test_two_launches_on_one_address_never_mix_their_data(tmp_path, monkeypatch, order):
-    # Issue 44 hole 1: two jobs on one host with the same from_address(host, port, rank, 2) formed
+    # Two jobs on one host with the same from_address(host, port, rank, 2) formed
     # a group of A's rank 0 and B's rank 1, both reporting success with each other's data.
     # Without a run id, the second root and the second claim of rank 1 show within the root's
     # claim window: every rank fails, naming the conflict; none returns data.

@@ -1,4 +1,4 @@
-"""Suspend and resume from Python (issue 45 item 1), on the CPU backend: Communicator.suspend()
+"""Suspend and resume from Python, on the CPU backend: Communicator.suspend()
 unmaps the group's shared segment on every rank, mem_stats() says so, every call while suspended
 raises an UnsupportedError naming the suspension at once, and 20 cycles stay exact; the "actorcc"
 torch backend offers ProcessGroupNCCL's suspend() / resume() / memory_stats()."""

@@ -51,7 +51,7 @@ def test_cpu_run_writes_json_and_plot(tmp_path):
 
 
 def check_first_calls(doc, stdout, trials):
-    """The first-call figures (issue 47 point 4: the first call after init_process_group is
+    """The first-call figures (the first call after init_process_group is
     where a lazily formed communicator is paid for): init, first and second call of each variant
     at the smallest size, the slowest rank's at or above the fastest's, printed."""
     assert "world 2: first dist.all_reduce after init_process_group (4 KB)" in stdout, stdout

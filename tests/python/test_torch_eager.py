@@ -1,4 +1,4 @@
-"""Issue 47 point 4: the first torch.distributed call on backend "actorcc" formed the group's
+"""The first torch.distributed call on backend "actorcc" formed the group's
 communicator (every rank's join), so at 16 ranks on CPU it took 233-425 ms against gloo's 55-95
 ms. Where the group's device is known when it is created (init_process_group's device_id, or a
 process without CUDA, whose tensors can only be CPU ones), init_process_group and new_group form

@@ -1,4 +1,4 @@
-"""Issue 47 point 1 under torch.distributed: a rank given another world_size raised on its own
+"""A bad join under torch.distributed: a rank given another world_size raised on its own
 after 5 s while the others waited out the whole timeout at their first call, then named only the
 missing rank ("rank 2 of 3 did not join within T s"), never the world size. And the group's
 timeout did not bound the first call's wait for rank 0's id (a store of its own kept its own

@@ -1,4 +1,4 @@
-// Who a group is (issue 44, holes 1 and 8): two launches that share a from_address address never
+// Who a group is: two launches that share a from_address address never
 // return each other's data without an error, another run's rank is refused before it is a claim,
 // and a HELLO captured on the wire cannot be replayed to a later group on the same address.
 #include <gtest/gtest.h>

@@ -33,7 +33,7 @@ namespace {
 
 // While a group of 2 forms, a bad join (after 200 ms) is refused with InvalidArgument naming each
 // of `bad_hears`, and the good rank waiting for the group learns why at once (RemoteError naming
-// each of `good_hears`, within 2 s), not at its join deadline (issue 21, item 9).
+// each of `good_hears`, within 2 s), not at its join deadline.
 void expect_rejected_while_forming(const std::function<void()>& bad_join, const std::vector<std::string>& bad_hears,
                                    const std::function<void()>& good_join, const std::vector<std::string>& good_hears,
                                    milliseconds within = milliseconds(2000)) {
@@ -155,7 +155,7 @@ TEST(Bootstrap, WrongTokenIsRejectedAndGroupCompletes) {
 }
 
 // A second rank 0 while the group forms: it is told why, and so is the real rank 0 (which
-// would otherwise wait out the join deadline), at once (issue 21, item 9).
+// would otherwise wait out the join deadline), at once.
 TEST(Bootstrap, DuplicateRankIsRejected) {
   UniqueId id = UniqueId::create("127.0.0.1");
   expect_rejected_while_forming([&] { join(id, 0, 2); }, {"rank 0 already joined"},
@@ -163,7 +163,7 @@ TEST(Bootstrap, DuplicateRankIsRejected) {
                                 {"rank 0 was rejected: rank 0 already joined"});
 }
 
-// Once the group is complete, a second claim of a rank still poisons it (issue 44, hole 1): which
+// Once the group is complete, a second claim of a rank still poisons it: which
 // of the two processes belongs to the group cannot be known, so no rank may go on with data that
 // could come from the wrong one. Every rank of the group and the claimant fail, naming the rank
 // claimed twice and both claimants.
@@ -206,7 +206,7 @@ TEST(Bootstrap, RankOutOfRangeAndVersionMismatchAreRejected) {
 }
 
 // Rank 1 says world 3 in a group of 2: it is rejected, and rank 0, waiting for rank 1, learns
-// why within a second instead of at its join deadline (issue 21, item 9).
+// why within a second instead of at its join deadline.
 TEST(Bootstrap, WorldMismatchIsRejected) {
   UniqueId id = UniqueId::create("127.0.0.1");
   // One claim against one: the root waits kDisputeWait (2 s) for a third, then the size the ranks
@@ -220,7 +220,7 @@ TEST(Bootstrap, WorldMismatchIsRejected) {
   EXPECT_TRUE(contains(late, "rank 1 gave a world size other than")) << late;
 }
 
-// Issue 32 item 6: the first rank to arrive gives the wrong size. Before, it fixed the group's
+// The first rank to arrive gives the wrong size. Before, it fixed the group's
 // size and every rank blamed the first right rank to come after it. Now the root holds the
 // disagreeing HELLO until a third claim breaks the tie, and every rank names rank 0.
 TEST(Bootstrap, WrongWorldFromTheFirstRankToArriveIsBlamedOnIt) {

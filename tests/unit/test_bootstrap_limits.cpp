@@ -1,4 +1,4 @@
-// The root against strangers and abuse (issue 21: an authenticated, bounded root): oversized
+// The root against strangers and abuse (an authenticated, bounded root): oversized
 // frames before HELLO, floods of unauthenticated connections, huge worlds, a missing secret,
 // running out of descriptors, oversized allgathers, infinite deadlines, unused roots.
 #include <gtest/gtest.h>
@@ -319,7 +319,7 @@ constexpr bool kAsan = false;
 #endif
 }  // namespace
 
-// Issue 32 item 3: an authenticated connection sends 16 allgathers of 60 MiB ahead of its peer
+// An authenticated connection sends 16 allgathers of 60 MiB ahead of its peer
 // (before: the root held all of them, RSS +960 MiB, and kept them after both left). Now the
 // root holds at most 64 MiB of one rank's blobs ahead of the group: the second frame is refused,
 // the group fails naming that rank on every rank, and what the root held is freed at once.

@@ -1,4 +1,4 @@
-// Issue 32 item 6: errors that named nobody, or the wrong rank. A rank with the token but a peer
+// Errors that named nobody, or the wrong rank. A rank with the token but a peer
 // descriptor nobody can read is named by every rank.
 #include <gtest/gtest.h>
 

@@ -48,7 +48,7 @@ TEST(ElasticMember, BlobsRoundTripAndEveryRankLearnsEverySuccessor) {
   EXPECT_NE(ms[0]->mine().port, 0);
 }
 
-// Issue 44: a grown group's root lives in the member that called grow_id(); the peer blobs say
+// A grown group's root lives in the member that called grow_id(); the peer blobs say
 // which rank that is, so its loss names it (culprit -1 before).
 TEST(ElasticMember, TheRankHostingTheRootIsKnownToEveryRank) {
   const UniqueId here = UniqueId::create("127.0.0.1");  // its root runs in this process

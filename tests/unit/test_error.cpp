@@ -100,7 +100,7 @@ TEST(AbortSignal, WaitUntilEndsWhenRaisedOrAtItsDeadline) {
   EXPECT_TRUE(s.wait_until(Deadline::after(std::chrono::milliseconds(0))));  // already raised
 }
 
-// Issue 44: ranks killed together reach the root one by one; every loss it reports is kept,
+// Ranks killed together reach the root one by one; every loss it reports is kept,
 // not only the first, and every error lists them (culprits()).
 // A listener registered again under its key replaces the earlier one (a shared segment made
 // again on every resume), so a suspended and resumed communicator's list does not grow; unkeyed

@@ -97,8 +97,8 @@ pid_t child_creates_and_dies(const std::string& name, bool zombie) {
   return pid;
 }
 
-// Issue 21, item 13: a segment whose creator is dead (killed before anyone unlinked it) is
-// removed by the next group's creator; one whose creator lives is left alone. Issue 44: whether
+// A segment whose creator is dead (killed before anyone unlinked it) is
+// removed by the next group's creator; one whose creator lives is left alone. Whether
 // the creator lives is its lock, not its pid: the orphan's name here carries this (live)
 // process's pid, as when the dead creator's pid was reused, and is removed all the same.
 TEST(ShmSegment, OrphansOfDeadCreatorsAreRemoved) {
@@ -130,7 +130,7 @@ TEST(ShmSegment, OrphansOfZombieCreatorsAreRemoved) {
   ASSERT_EQ(::waitpid(zombie, nullptr, 0), zombie);
 }
 
-// Issue 44: a sweep from another pid namespace (a container sharing /dev/shm), where this
+// A sweep from another pid namespace (a container sharing /dev/shm), where this
 // creator's pid does not exist, leaves its segment alone while it lives.
 TEST(ShmSegment, SweepFromAnotherPidNamespaceSparesALiveCreator) {
   const std::string tag = "actorcc-pidnstest-" + std::to_string(::getpid()) + "-";

@@ -1,4 +1,4 @@
-// Sub-groups (group/sub_group.hpp) inside one process: threads play the ranks of a group over
+// Sub-groups (backends/hier/sub_group.hpp) inside one process: threads play the ranks of a group over
 // loopback, each forms the sub-group of its "node", and the sub-groups' bootstrap views gather
 // among their members only, renumber ranks and map them back.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "actorcc/error.hpp"
 #include "actorcc/unique_id.hpp"
-#include "group/sub_group.hpp"
+#include "backends/hier/sub_group.hpp"
 
 using namespace actorcc;
 using namespace std::chrono;

@@ -411,7 +411,7 @@ int open_fd_count() {
 }
 }  // namespace
 
-// Issue 32 item 4: the data-port listener between nodes has the root's protections, through the
+// The data-port listener between nodes has the root's protections, through the
 // same StrangerGate: 150 silent connections are capped at 64 held (the oldest dropped), 40
 // wrong-token hellos write at most 5 lines (the next, 10 s on, says how many were held back), and the
 // genuine peer still gets in at once. Before: every stranger held a descriptor until its

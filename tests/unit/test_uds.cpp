@@ -1,4 +1,4 @@
-// The Unix-domain sockets of the CUDA IPC exchange (issue 21, item 4): abstract names carry no
+// The Unix-domain sockets of the CUDA IPC exchange: abstract names carry no
 // permissions, so both ends check the peer's user (SO_PEERCRED), and every wait is bounded.
 // The cases with another user need root (a child process drops to uid 65534) and skip without.
 #include <gtest/gtest.h>

@@ -95,7 +95,7 @@ TEST(UniqueId, AddressIdIsDeterministic) {
   EXPECT_THROW(start_root_for(UniqueId::create("127.0.0.1")), InvalidArgument);
 }
 
-// Canonical bytes: a byte no field uses must be zero, so one group has one id (issue 21, 6).
+// Canonical bytes: a byte no field uses must be zero, so one group has one id.
 TEST(UniqueId, UnusedBytesMustBeZero) {
   const std::string good = UniqueId::create("127.0.0.1").to_string();
   std::string bad = good;
@@ -130,7 +130,7 @@ TEST(UniqueId, SipHashMatchesTheReference) {
 }
 
 // The from_address token is secret: it depends on ACTORCC_BOOTSTRAP_SECRET, so knowing host,
-// port and world is not enough (issue 21, 2); without a secret only loopback is allowed.
+// port and world is not enough; without a secret only loopback is allowed.
 TEST(UniqueId, AddressTokenNeedsTheSecret) {
   UniqueId open = address_unique_id("127.0.0.1", 29500, 4);
   ::setenv("ACTORCC_BOOTSTRAP_SECRET", "s3cret-one", 1);
@@ -152,7 +152,7 @@ TEST(UniqueId, AddressTokenNeedsTheSecret) {
   }
 }
 
-// Issue 47 point 8: a corrupt id given to the constructor (through the C++ API or a copy that lost
+// A corrupt id given to the constructor (through the C++ API or a copy that lost
 // bytes) first logged a warning about a successor socket, the error itself coming after it. Now
 // the constructor checks the id before anything else: one error naming the id as unusable and
 // what is wrong with it, and no warning. from_bytes() checks what parse() checks.

@@ -1,4 +1,5 @@
-// all_to_all by pushes; gather_push.cu and scatter_push.cu run the same kernel in their shapes.
+// all_to_all by pushes; gather_push and scatter_push (forwarded_routes.cu) run the same kernel
+// in their shapes.
 // On the all-gather's protocol (allgather_push.cu)
 // with a block per peer: each step CTA b writes its tile of every block it sends into the
 // receiving peer's slot for this rank, flags every peer, waits for every peer's flag and copies

@@ -55,7 +55,8 @@ struct CallArgs {
 inline size_t dtype_bytes(DataType dtype) { return dtype_size(dtype); }
 
 // One launch function per route (algorithms/cuda/routes.hpp), cuda::<name> in <name>.cu; the
-// LL128 reduce_scatter and all_gather share twoshot_ll128.cu's kernel, and so its file.
+// LL128 reduce_scatter and all_gather share twoshot_ll128.cu's kernel, and so its file; the
+// routes that only forward to another file's kernel (and copy) are the rows of forwarded_routes.cu.
 using Launch = cudaError_t (*)(const DeviceComm& c, const Tuning& t, const CallArgs& a);
 #define ACTORCC_ROUTE_LAUNCH_DECL(e, name, coll, cond) \
   cudaError_t name(const DeviceComm& c, const Tuning& t, const CallArgs& a);

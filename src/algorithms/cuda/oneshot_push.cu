@@ -4,7 +4,7 @@
 // waits for the peers' flags, then folds the world's copies of its slice in rank order. Per
 // byte it moves the same data as LL but at full width (no flag words), for one extra flag
 // latency: better than LL once the message is large enough to be bandwidth-bound.
-// Reduce to a root (reduce_push.cu) is the same kernel with root >= 0: only the root's slots
+// Reduce to a root (reduce_push, forwarded_routes.cu) is the same kernel with root >= 0: only the root's slots
 // receive data and only the root folds (every rank still flags every rank, which keeps all in
 // the same step).
 #include "algorithms/cuda/launch.hpp"

@@ -1,5 +1,5 @@
 // Point-to-point transfers by pushes, for send, recv, their batches and all_to_all_v
-// (send_push.cu, recv_push.cu, send_recv_push.cu, all_to_all_v_push.cu). The other routes step
+// (send_push, recv_push, send_recv_push, all_to_all_v_push: forwarded_routes.cu). The other routes step
 // every rank's CTA b together (group-wide counters); a transfer involves two ranks only, so it
 // runs on per-pair channels instead (the [p2p] region of kernels/device_comm.cuh):
 //  - CTA (lane, ch) moves the chunks ch, ch + G, ... (G = p2p_channels, kP2PSlotBytes each) of

@@ -1,9 +1,9 @@
 // The CUDA routes: one row per kernel entry point. A row's name is its file
-// (algorithms/cuda/<name>.cu), its launch function (cuda::<name> in launch.hpp), its ACTORCC_ALGO
-// value and what plan() returns. The planner (planner.cpp) only returns a route whose
-// condition holds for the call; the backend launches the row's function and nothing else, so
-// plan() always names what runs. Plain host code (no CUDA headers): the planner and its unit tests
-// build without nvcc.
+// (algorithms/cuda/<name>.cu, or a row of forwarded_routes.cu), its launch function
+// (cuda::<name> in launch.hpp), its ACTORCC_ALGO value and what plan() returns. The planner
+// (planner.cpp) only returns a route whose condition holds for the call; the backend launches
+// the row's function and nothing else, so plan() always names what runs. Plain host code (no
+// CUDA headers): the planner and its unit tests build without nvcc.
 //
 // X(Route, name, collective served (nullopt: every one), condition on the call)
 #pragma once

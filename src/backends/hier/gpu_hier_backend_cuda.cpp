@@ -4,15 +4,15 @@
 // network and never sees two GPUs of one node. The collectives are the hierarchical plans,
 // run by gpu_hier_rules. Calls the plans do not cover (reduce, gather, scatter, all_to_all)
 // go to one flat NCCL communicator over all ranks, made on first use, with a logged reason;
-// send/recv need their own (issue 22 lists them).
+// send/recv and send_recv are refused across nodes for now (docs/multinode.md, "Not built yet").
 #include <chrono>
 #include <memory>
 
 #include "backends/backend.hpp"
 #include "backends/hier/gpu_hier_rules.hpp"
+#include "backends/hier/sub_group.hpp"
 #include "bootstrap/outcomes.hpp"
 #include "common/log.hpp"
-#include "group/sub_group.hpp"
 #include "topology/topology.hpp"
 
 namespace actorcc {

@@ -1,7 +1,7 @@
 // The sub-group's all-gather is a ring-shift schedule over its pairs: in round d every member
 // sends to the member d places after it and receives from the one d places before, both at
 // once (tcp::exchange), so no round waits on another and n - 1 rounds deliver every blob.
-#include "group/sub_group.hpp"
+#include "backends/hier/sub_group.hpp"
 
 #include <algorithm>
 #include <cstdint>

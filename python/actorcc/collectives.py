@@ -12,6 +12,7 @@ naming both; a peer that never posts its part makes the waiting rank time out na
 from __future__ import annotations
 
 from . import _tensors as T
+from .work import Work, record_event
 
 __all__ = ["P2POp", "CollectiveCalls"]
 
@@ -64,8 +65,6 @@ class CollectiveCalls:
     def _issue(self, make, ref, stream, async_op, result):
         """make(stream, run) validates the call, then runs it (run=True) or returns a _Call.
         Same ordering and async rules as Communicator._run."""
-        from .communicator import Work, _record_event
-
         s = self._stream_for(ref, stream)
         ex = self._executor
         if not async_op:
@@ -78,7 +77,7 @@ class CollectiveCalls:
             call = make(s, False)  # validated here, before anything is queued
             return Work(result, future=(ex or self._get_executor()).submit(call.run))
         make(s, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
+        return Work(result, event=record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _pair(self, send, recv):
         """The extension's arguments for an optional input and output, with a common dtype override."""

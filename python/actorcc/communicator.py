@@ -25,6 +25,7 @@ from . import _tensors as T
 from ._actorcc import Error, RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
 from .collectives import CollectiveCalls, P2POp  # noqa: F401
+from .work import Work, record_event
 
 __all__ = ["Communicator", "Work", "P2POp"]
 
@@ -153,61 +154,6 @@ def _open(make, device, backend, refuse=None):
         e.args = (f"{e} (device={device!r} selects the CUDA backend; for host arrays pass device='cpu' or "
                   "backend='cpu')",)
         raise
-
-
-class Work:
-    """Handle of an async_op=True call. wait() blocks until the result is ready and returns
-    it (re-raising the call's error); is_completed() polls. On the CUDA backend both raise the
-    communicator's error once the call's kernel has finished, if it gave up (a peer stopped
-    calling, the group was aborted, the ranks disagreed): the output is then incomplete."""
-
-    __slots__ = ("_future", "_event", "_result", "_check")
-
-    def __init__(self, result, future=None, event=None, check=None):
-        self._result = result
-        self._future = future
-        self._event = event
-        self._check = check  # the communicator's check(), for device-side failures
-
-    def wait(self, timeout=None):
-        if self._future is not None:
-            self._future.result(timeout)
-        elif self._event is not None:
-            self._event.synchronize()
-        if self._check is not None:
-            self._check()
-        return self._result
-
-    def is_completed(self):
-        if self._future is not None:
-            return self._future.done()
-        done = self._event is None or bool(self._event.query())
-        if done and self._check is not None:
-            self._check()
-        return done
-
-    def result(self, timeout=None):
-        return self.wait(timeout)
-
-    def exception(self, timeout=None):
-        """The call's exception (None if it succeeded); CPU backend only."""
-        return self._future.exception(timeout) if self._future is not None else None
-
-
-def _record_event(tensor, stream):
-    """A framework event recorded on `stream` (CUDA), or None where the tensor's framework
-    has none we can use (the Work then reports completion at once)."""
-    if T.is_torch(tensor):
-        torch = T._torch
-        ev = torch.cuda.Event()
-        ev.record(torch.cuda.ExternalStream(stream, device=tensor.device))
-        return ev
-    if T.module_root(tensor) == "cupy":
-        import cupy
-        ev = cupy.cuda.Event()
-        ev.record(cupy.cuda.ExternalStream(stream))
-        return ev
-    return None
 
 
 class Communicator(CollectiveCalls):
@@ -377,7 +323,7 @@ class Communicator(CollectiveCalls):
                 ex = self._get_executor()
             return Work(result, future=ex.submit(call.run))
         self._call(coll, send, recv, op, root, s, override, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
+        return Work(result, event=record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _get_executor(self):
         with self._lock:

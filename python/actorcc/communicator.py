@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import functools
 import re
 import sys
 import threading
@@ -24,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from . import _tensors as T
 from ._actorcc import Error, RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
+from ._refusal import refused_through_group
 from .collectives import CollectiveCalls, P2POp  # noqa: F401
 from .work import Work, record_event
 
@@ -31,6 +31,8 @@ __all__ = ["Communicator", "Work", "P2POp"]
 
 # "actorcc invalid argument error: rank 2: " before an error's own text.
 _ERROR_HEAD = re.compile(r"^actorcc [a-z ]+ error: (rank -?\d+: )?")
+# What the extension puts before the text of a bad argument (dropped when it is told to the others).
+_ERROR_PREFIX = "actorcc invalid argument error: "
 
 # Errors the group reports about other ranks (see Communicator.__exit__).
 _GROUP_ERRORS = (RemoteError, _TimeoutError)
@@ -332,6 +334,7 @@ class Communicator(CollectiveCalls):
             return self._executor
 
     # ---- collectives ------------------------------------------------------------------
+    @refused_through_group
     def all_reduce(self, tensor, op="sum", out=None, stream=None, async_op=False):
         """Reduces `tensor` over all ranks, in place (or into `out`, same size and dtype).
         Returns the result tensor, or a Work when async_op=True."""
@@ -350,6 +353,7 @@ class Communicator(CollectiveCalls):
                     return tensor
         return self._run(T.ALL_REDUCE, tensor, out, opc, 0, stream, async_op, tensor if out is None else out)
 
+    @refused_through_group
     def reduce_scatter(self, tensor, out=None, op="sum", stream=None, async_op=False):
         """Reduces `tensor` (world_size * n elements) over all ranks; rank r receives the r-th
         block of n. Without `out` a new tensor is returned (shape: dim 0 divided by world_size)."""
@@ -360,6 +364,7 @@ class Communicator(CollectiveCalls):
             out = T.empty(tensor, self._scatter_shape(tensor))
         return self._run(T.REDUCE_SCATTER, tensor, out, opc, 0, stream, async_op, out)
 
+    @refused_through_group
     def all_gather(self, tensor, out=None, stream=None, async_op=False):
         """Concatenates every rank's `tensor` (rank order, along dim 0) into `out` of
         world_size * n elements; without `out` a new tensor of the same framework is returned."""
@@ -371,6 +376,7 @@ class Communicator(CollectiveCalls):
             out = T.empty(tensor, shape)
         return self._run(T.ALL_GATHER, tensor, out, 0, 0, stream, async_op, out)
 
+    @refused_through_group
     def broadcast(self, tensor, root=0, out=None, stream=None, async_op=False):
         """Copies root's `tensor` to every rank (in place, or into `out`)."""
         root = int(root)
@@ -378,6 +384,7 @@ class Communicator(CollectiveCalls):
             raise T.invalid(f"broadcast: root {root} is outside the group of {self._world}", self._rank)
         return self._run(T.BROADCAST, tensor, out, 0, root, stream, async_op, tensor if out is None else out)
 
+    @refused_through_group
     def barrier(self, stream=None, async_op=False):
         """Waits until every rank has arrived (CUDA backend: on `stream`, the device waits)."""
         if stream is None and not self._cpu:
@@ -551,27 +558,3 @@ class Communicator(CollectiveCalls):
                 pass
         self.close()
         return False
-
-
-# The calls whose bad argument on one rank is refused through the group, whether the Python
-# layer, the extension or the library found it: in a group of more than one rank the refusal
-# aborts the group, so the other ranks' pending and later calls raise a RemoteError naming this
-# rank and the reason at once instead of waiting for their timeout (docs/reliability.md).
-_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "send", "recv",
-                "batch_send_recv", "all_to_all", "all_to_all_v", "reduce", "gather", "scatter")
-_ERROR_PREFIX = "actorcc invalid argument error: "
-
-
-def _refusing(call):
-    @functools.wraps(call)
-    def refusing(self, *args, **kwargs):
-        try:
-            return call(self, *args, **kwargs)
-        except T.InvalidArgumentError as e:
-            self._refuse(e)
-            raise
-    return refusing
-
-
-for _name in _COLLECTIVES:
-    setattr(Communicator, _name, _refusing(getattr(Communicator, _name)))

@@ -87,7 +87,7 @@ def _create(store, rank, size, timeout, device=None):
             text = (f"rank(s) {', '.join(map(str, missing)) or '?'} of {size} have not created the group "
                     f"({size - len(missing)} have)")
             if now - t0 > secs:
-                from ._actorcc import TimeoutError as _Timeout
+                from .._actorcc import TimeoutError as _Timeout
                 e = _Timeout(f"actorcc torch backend: rank {rank}: {text} within the group's timeout of {secs:g} s")
                 e.rank = e.observer_rank = rank
                 e.culprit = missing[0] if missing else -1

@@ -151,7 +151,7 @@ class ActorccProcessGroup(P2PCalls, dist.ProcessGroup):
             try:
                 self._store.wait([key], datetime.timedelta(seconds=max(left, 0.001)))
             except Exception as cause:  # noqa: BLE001 - torch's store raises its own types on a timeout
-                from ._actorcc import TimeoutError as _Timeout
+                from .._actorcc import TimeoutError as _Timeout
                 e = _Timeout(f"actorcc torch backend: rank {self._rank_}: rank 0 did not create the group's {kind} "
                              f"communicator within the group's timeout of {self._timeout:g} s (rank 0 creates it in "
                              f"init_process_group or new_group where the group's device is known there, else on its "

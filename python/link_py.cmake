@@ -1,5 +1,13 @@
 # Symlinks the source package's Python files and subpackages into the build-tree package (see
-# python/CMakeLists.txt), so edits to the Python sources need no rebuild.
+# python/CMakeLists.txt), so edits to the Python sources need no rebuild. A link whose source is
+# gone (a module removed or moved into a subpackage) is removed, so the build tree never imports
+# a stale module the source no longer has.
+file(GLOB _links RELATIVE ${DST} LIST_DIRECTORIES true ${DST}/*)
+foreach(f ${_links})
+  if(IS_SYMLINK ${DST}/${f} AND NOT EXISTS ${DST}/${f})
+    file(REMOVE ${DST}/${f})
+  endif()
+endforeach()
 file(GLOB _entries RELATIVE ${SRC} ${SRC}/*)
 foreach(f ${_entries})
   if(f MATCHES "^__pycache__$" OR f MATCHES "\\.so$")

@@ -12,6 +12,8 @@ naming both; a peer that never posts its part makes the waiting rank time out na
 from __future__ import annotations
 
 from . import _tensors as T
+from ._refusal import refused_through_group
+from .work import Work, record_event
 
 __all__ = ["P2POp", "CollectiveCalls"]
 
@@ -64,8 +66,6 @@ class CollectiveCalls:
     def _issue(self, make, ref, stream, async_op, result):
         """make(stream, run) validates the call, then runs it (run=True) or returns a _Call.
         Same ordering and async rules as Communicator._run."""
-        from .communicator import Work, _record_event
-
         s = self._stream_for(ref, stream)
         ex = self._executor
         if not async_op:
@@ -78,7 +78,7 @@ class CollectiveCalls:
             call = make(s, False)  # validated here, before anything is queued
             return Work(result, future=(ex or self._get_executor()).submit(call.run))
         make(s, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
+        return Work(result, event=record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _pair(self, send, recv):
         """The extension's arguments for an optional input and output, with a common dtype override."""
@@ -95,6 +95,7 @@ class CollectiveCalls:
         return v
 
     # ---- point-to-point -------------------------------------------------------------------
+    @refused_through_group
     def send(self, tensor, peer, stream=None, async_op=False):
         """Sends `tensor` to rank `peer` (which calls recv with the same size and dtype).
         Returns when the peer has it (or a Work with async_op=True)."""
@@ -103,6 +104,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.SEND, a, None, 0, peer, s, o, run), tensor, stream, async_op,
                            None)
 
+    @refused_through_group
     def recv(self, tensor, peer, stream=None, async_op=False):
         """Receives into `tensor` what rank `peer` sends. Returns `tensor` (or a Work)."""
         peer = self._rank_arg(peer, "recv: peer")
@@ -110,6 +112,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.RECV, None, a, 0, peer, s, o, run), tensor, stream, async_op,
                            tensor)
 
+    @refused_through_group
     def batch_send_recv(self, ops, stream=None, async_op=False):
         """Issues several sends and receives as one (like ncclGroupStart/End, or torch's
         batch_isend_irecv): all progress at once, so any pattern completes (rings, pairwise
@@ -125,6 +128,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._c.call_batch(items, s, run), ref, stream, async_op, None)
 
     # ---- collectives ----------------------------------------------------------------------
+    @refused_through_group
     def all_to_all(self, input, output=None, stream=None, async_op=False):
         """Splits `input` into world_size equal blocks; block k goes to rank k, whose output
         block r is rank r's. `output`: same size as input (a new tensor without it)."""
@@ -134,6 +138,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.ALL_TO_ALL, a, b, 0, 0, s, o, run), input, stream, async_op,
                            output)
 
+    @refused_through_group
     def all_to_all_v(self, input, output, in_counts, out_counts, stream=None, async_op=False):
         """Per-peer sizes: in_counts[k] elements of `input` (at offset sum(in_counts[:k]))
         go to rank k; out_counts[k] elements from rank k land in `output` at
@@ -143,6 +148,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.ALL_TO_ALL_V, a, b, 0, 0, s, o, run, ic, oc), input, stream,
                            async_op, output)
 
+    @refused_through_group
     def reduce(self, tensor, root=0, op="sum", stream=None, async_op=False):
         """Reduces `tensor` over all ranks into root's `tensor` (in place); the other ranks'
         tensors are left unchanged. Returns `tensor` (or a Work)."""
@@ -154,6 +160,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.REDUCE, a, None, opc, root, s, o, run), tensor, stream,
                            async_op, tensor)
 
+    @refused_through_group
     def gather(self, tensor, out=None, root=0, stream=None, async_op=False):
         """Root's `out` (world_size * n elements) receives every rank's `tensor` in rank
         order; elsewhere `out` is not used (pass None). On the root a new tensor is returned
@@ -170,6 +177,7 @@ class CollectiveCalls:
         return self._issue(lambda s, run: self._call(T.GATHER, a, b, 0, root, s, o, run), tensor, stream, async_op,
                            out)
 
+    @refused_through_group
     def scatter(self, input, out, root=0, stream=None, async_op=False):
         """Rank r's `out` (n elements) receives block r of root's `input` (world_size * n
         elements); elsewhere `input` is not used (pass None). Returns `out` (or a Work)."""

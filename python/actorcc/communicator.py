@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import functools
 import re
 import sys
 import threading
@@ -24,12 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from . import _tensors as T
 from ._actorcc import Error, RemoteError, UniqueId, UnsupportedError, _Communicator
 from ._actorcc import TimeoutError as _TimeoutError
+from ._refusal import refused_through_group
 from .collectives import CollectiveCalls, P2POp  # noqa: F401
+from .work import Work, record_event
 
 __all__ = ["Communicator", "Work", "P2POp"]
 
 # "actorcc invalid argument error: rank 2: " before an error's own text.
 _ERROR_HEAD = re.compile(r"^actorcc [a-z ]+ error: (rank -?\d+: )?")
+# What the extension puts before the text of a bad argument (dropped when it is told to the others).
+_ERROR_PREFIX = "actorcc invalid argument error: "
 
 # Errors the group reports about other ranks (see Communicator.__exit__).
 _GROUP_ERRORS = (RemoteError, _TimeoutError)
@@ -153,61 +156,6 @@ def _open(make, device, backend, refuse=None):
         e.args = (f"{e} (device={device!r} selects the CUDA backend; for host arrays pass device='cpu' or "
                   "backend='cpu')",)
         raise
-
-
-class Work:
-    """Handle of an async_op=True call. wait() blocks until the result is ready and returns
-    it (re-raising the call's error); is_completed() polls. On the CUDA backend both raise the
-    communicator's error once the call's kernel has finished, if it gave up (a peer stopped
-    calling, the group was aborted, the ranks disagreed): the output is then incomplete."""
-
-    __slots__ = ("_future", "_event", "_result", "_check")
-
-    def __init__(self, result, future=None, event=None, check=None):
-        self._result = result
-        self._future = future
-        self._event = event
-        self._check = check  # the communicator's check(), for device-side failures
-
-    def wait(self, timeout=None):
-        if self._future is not None:
-            self._future.result(timeout)
-        elif self._event is not None:
-            self._event.synchronize()
-        if self._check is not None:
-            self._check()
-        return self._result
-
-    def is_completed(self):
-        if self._future is not None:
-            return self._future.done()
-        done = self._event is None or bool(self._event.query())
-        if done and self._check is not None:
-            self._check()
-        return done
-
-    def result(self, timeout=None):
-        return self.wait(timeout)
-
-    def exception(self, timeout=None):
-        """The call's exception (None if it succeeded); CPU backend only."""
-        return self._future.exception(timeout) if self._future is not None else None
-
-
-def _record_event(tensor, stream):
-    """A framework event recorded on `stream` (CUDA), or None where the tensor's framework
-    has none we can use (the Work then reports completion at once)."""
-    if T.is_torch(tensor):
-        torch = T._torch
-        ev = torch.cuda.Event()
-        ev.record(torch.cuda.ExternalStream(stream, device=tensor.device))
-        return ev
-    if T.module_root(tensor) == "cupy":
-        import cupy
-        ev = cupy.cuda.Event()
-        ev.record(cupy.cuda.ExternalStream(stream))
-        return ev
-    return None
 
 
 class Communicator(CollectiveCalls):
@@ -377,7 +325,7 @@ class Communicator(CollectiveCalls):
                 ex = self._get_executor()
             return Work(result, future=ex.submit(call.run))
         self._call(coll, send, recv, op, root, s, override, True)
-        return Work(result, event=_record_event(ref, s) if ref is not None else None, check=self._c.check)
+        return Work(result, event=record_event(ref, s) if ref is not None else None, check=self._c.check)
 
     def _get_executor(self):
         with self._lock:
@@ -386,6 +334,7 @@ class Communicator(CollectiveCalls):
             return self._executor
 
     # ---- collectives ------------------------------------------------------------------
+    @refused_through_group
     def all_reduce(self, tensor, op="sum", out=None, stream=None, async_op=False):
         """Reduces `tensor` over all ranks, in place (or into `out`, same size and dtype).
         Returns the result tensor, or a Work when async_op=True."""
@@ -404,6 +353,7 @@ class Communicator(CollectiveCalls):
                     return tensor
         return self._run(T.ALL_REDUCE, tensor, out, opc, 0, stream, async_op, tensor if out is None else out)
 
+    @refused_through_group
     def reduce_scatter(self, tensor, out=None, op="sum", stream=None, async_op=False):
         """Reduces `tensor` (world_size * n elements) over all ranks; rank r receives the r-th
         block of n. Without `out` a new tensor is returned (shape: dim 0 divided by world_size)."""
@@ -414,6 +364,7 @@ class Communicator(CollectiveCalls):
             out = T.empty(tensor, self._scatter_shape(tensor))
         return self._run(T.REDUCE_SCATTER, tensor, out, opc, 0, stream, async_op, out)
 
+    @refused_through_group
     def all_gather(self, tensor, out=None, stream=None, async_op=False):
         """Concatenates every rank's `tensor` (rank order, along dim 0) into `out` of
         world_size * n elements; without `out` a new tensor of the same framework is returned."""
@@ -425,6 +376,7 @@ class Communicator(CollectiveCalls):
             out = T.empty(tensor, shape)
         return self._run(T.ALL_GATHER, tensor, out, 0, 0, stream, async_op, out)
 
+    @refused_through_group
     def broadcast(self, tensor, root=0, out=None, stream=None, async_op=False):
         """Copies root's `tensor` to every rank (in place, or into `out`)."""
         root = int(root)
@@ -432,6 +384,7 @@ class Communicator(CollectiveCalls):
             raise T.invalid(f"broadcast: root {root} is outside the group of {self._world}", self._rank)
         return self._run(T.BROADCAST, tensor, out, 0, root, stream, async_op, tensor if out is None else out)
 
+    @refused_through_group
     def barrier(self, stream=None, async_op=False):
         """Waits until every rank has arrived (CUDA backend: on `stream`, the device waits)."""
         if stream is None and not self._cpu:
@@ -605,27 +558,3 @@ class Communicator(CollectiveCalls):
                 pass
         self.close()
         return False
-
-
-# The calls whose bad argument on one rank is refused through the group, whether the Python
-# layer, the extension or the library found it: in a group of more than one rank the refusal
-# aborts the group, so the other ranks' pending and later calls raise a RemoteError naming this
-# rank and the reason at once instead of waiting for their timeout (docs/reliability.md).
-_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "send", "recv",
-                "batch_send_recv", "all_to_all", "all_to_all_v", "reduce", "gather", "scatter")
-_ERROR_PREFIX = "actorcc invalid argument error: "
-
-
-def _refusing(call):
-    @functools.wraps(call)
-    def refusing(self, *args, **kwargs):
-        try:
-            return call(self, *args, **kwargs)
-        except T.InvalidArgumentError as e:
-            self._refuse(e)
-            raise
-    return refusing
-
-
-for _name in _COLLECTIVES:
-    setattr(Communicator, _name, _refusing(getattr(Communicator, _name)))

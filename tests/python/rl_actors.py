@@ -30,7 +30,7 @@ def make(spec, seed):
 
 def _die_half_way(stamp):
     """The next transfer of this process moves its first tensor only, then the process dies."""
-    from actorcc import _ray_transport_manager as m
+    from actorcc.ray import transport_manager as m
 
     real = m._transfer
 
@@ -45,7 +45,7 @@ def _die_half_way(stamp):
 
 def _stall(seconds):
     """The next transfer of this process does nothing for `seconds` (a live but stuck peer)."""
-    from actorcc import _ray_transport_manager as m
+    from actorcc.ray import transport_manager as m
 
     m._transfer = lambda comm, ops: time.sleep(seconds)
 

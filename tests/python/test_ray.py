@@ -175,7 +175,7 @@ def test_forming_a_group_says_why_it_waits(ray_session, monkeypatch, capfd):
     # said nothing meanwhile, then said "Ray is still starting their worker processes" also of
     # actors that were running (busy with another call, or in their constructor). Now one line
     # per actor says which, from Ray's actor table, and one line how long it took.
-    monkeypatch.setattr(actorcc.ray, "NOTICE_AFTER_S", 1.0)
+    monkeypatch.setattr(actorcc.ray.groups, "NOTICE_AFTER_S", 1.0)
     busy = ray_session.remote()
     ray.get(busy.pid.remote())
     busy.sleep.remote(3)  # running, its join queued behind this call

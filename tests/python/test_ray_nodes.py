@@ -23,20 +23,20 @@ def test_node_identity_plumbing(monkeypatch):
         def get_runtime_context(self):
             return Ctx()
 
-    monkeypatch.setattr(actorcc.ray, "_ray", lambda: FakeRay())
+    monkeypatch.setattr(actorcc.ray.groups, "_ray", lambda: FakeRay())
     monkeypatch.delenv("ACTORCC_NODE_ID", raising=False)
-    assert actorcc.ray._use_ray_node_id() == "ray-abc123"
+    assert actorcc.ray.groups._use_ray_node_id() == "ray-abc123"
     assert os.environ["ACTORCC_NODE_ID"] == "ray-abc123"
     monkeypatch.setenv("ACTORCC_NODE_ID", "mine")
-    assert actorcc.ray._use_ray_node_id() == "mine"
+    assert actorcc.ray.groups._use_ray_node_id() == "mine"
 
     class NoRay:
         def get_runtime_context(self):
             raise RuntimeError("not in ray")
 
-    monkeypatch.setattr(actorcc.ray, "_ray", lambda: NoRay())
+    monkeypatch.setattr(actorcc.ray.groups, "_ray", lambda: NoRay())
     monkeypatch.delenv("ACTORCC_NODE_ID", raising=False)
-    assert actorcc.ray._use_ray_node_id() is None
+    assert actorcc.ray.groups._use_ray_node_id() is None
     assert "ACTORCC_NODE_ID" not in os.environ
 
 

@@ -37,7 +37,7 @@ def actors():
 
 def test_registered_under_rays_own_registry():
     from ray.experimental.rdt.tensor_transport_manager import TensorTransportManager
-    from actorcc._ray_transport_manager import ActorccTensorTransport
+    from actorcc.ray.transport_manager import ActorccTensorTransport
     actorcc.ray.register_tensor_transport()
     info = rdt_util.transport_manager_info["ACTORCC"]
     assert info.transport_manager_class is ActorccTensorTransport

@@ -8,7 +8,7 @@ import contextlib
 def _no_new_communicator():
     """Any actorcc communicator the torch backend forms meanwhile raises: the calls inside must
     run on the communicators formed before."""
-    import actorcc.torch as at
+    from actorcc.torch import process_group as at
     made = at.Communicator
 
     def refuse(*args, **kwargs):
@@ -35,7 +35,7 @@ def formed_at_creation(rank, world, port, backend, device_id, lazy):
     import torch.distributed as dist
     import actorcc.torch as at
     if lazy:
-        at._eager_device = lambda torch_pg: None
+        at.backend._eager_device = lambda torch_pg: None
     kwargs = {"device_id": torch.device("cpu", 0)} if device_id else {}
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, **kwargs)
     pg = dist.distributed_c10d._get_default_group()

@@ -37,7 +37,7 @@ def rank0_never_calls(rank, world, port, timeout_s, store_timeout_s, absent_s):
     import torch
     import torch.distributed as dist
     import actorcc.torch as at
-    at._eager_device = lambda torch_pg: None
+    at.backend._eager_device = lambda torch_pg: None
 
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timedelta(seconds=store_timeout_s))
     dist.init_process_group("actorcc", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))

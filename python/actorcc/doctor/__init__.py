@@ -5,8 +5,9 @@
     actorcc.ray.doctor(actors)     # group mode from a Ray driver (actorcc/doctor/ray_hook.py)
 
 Layout: nvml.py (GPUs through NVML), facts.py (what one process learns), rules.py (every
-diagnosis, one table), group.py (cross-rank gathering and measurements), report.py (text and
-JSON), __main__.py (CLI). Importing this package is cheap: nothing runs until called.
+diagnosis, one table), fact_views.py (what the rules read from facts), group.py (cross-rank
+gathering and measurements), report.py (text and JSON), __main__.py (CLI). Importing this
+package is cheap: nothing runs until called.
 """
 from __future__ import annotations
 

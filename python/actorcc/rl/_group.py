@@ -4,32 +4,32 @@ metadata, the ranks the framework's topology gives, and the group registered und
 actorcc.ray, so that actorcc.weight_sync's elastic steps (shrink, grow) work on it."""
 from __future__ import annotations
 
-from .. import _ray_uid_store as _store
-from .. import ray as _ray
 from .._actorcc import UniqueId
+from ..ray import groups as _groups
+from ..ray import uid_store as _store
 
 
 def new_uid():
     """A UniqueId whose root lives in this (the sender's) process, on Ray's address for this node."""
-    return str(UniqueId.create(_ray._node_ip()))
+    return str(UniqueId.create(_groups._node_ip()))
 
 
 def join(name, uid, rank, world_size, **options):
     """Joins the group `name` (leaving an earlier group of that name first: frameworks form one per
     topology). Blocks until every rank has joined (bounded by join_timeout)."""
     leave(name)
-    _ray._join(None, name, uid, rank, world_size, options)
+    _groups._join(None, name, uid, rank, world_size, options)
 
 
 def leave(name):
-    _ray._leave(None, name)
+    _groups._leave(None, name)
 
 
 
 def publish_uid(key):
     """A UniqueId made here and published under `key` in Ray's KV store (for frameworks whose
     metadata step runs before a worker knows its rank, so no id can travel in it)."""
-    return _store.publish(key, _ray._node_ip())
+    return _store.publish(key, _groups._node_ip())
 
 
 def wait_uid(key, timeout, what):

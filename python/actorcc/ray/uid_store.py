@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from . import _ray_elastic as _E
-from ._actorcc import UniqueId
+from . import elastic as _E
+from .._actorcc import UniqueId
 
 _POLL_S = 0.01
 

@@ -1,78 +1,26 @@
-"""torch.distributed backend "actorcc".
-
-    import actorcc.torch                      # registers the backend (idempotent)
-    torch.distributed.init_process_group("actorcc", ...)   # instead of "nccl" / "gloo"
-
-Any init_method torch supports (env://, tcp://, a TCPStore passed as store=); also
-"cpu:gloo,cuda:actorcc". Subgroups (new_group) work the same way. The process group is a Python
-ProcessGroup (as torch's test_c10d_pypg builds one): every call goes straight to an
-actorcc.Communicator, so the C++ c10d machinery adds nothing to an actorcc call but the
-Python dispatch. all_reduce of one tensor has a hot path straight into the extension with
-raw arguments (docs/torch.md has the per-call figures); under CUDA-graph capture every call
-is a captured kernel and wait() a captured stream dependency.
-
-How it maps onto actorcc:
-- One actorcc communicator per device type the group is used with (CPU tensors: the CPU
-  backend; CUDA tensors: the CUDA backend on the current device): rank 0 creates its UniqueId
-  and hands it over through the group's store, so nothing else is needed to form it. Where the
-  group's device is known when it is created (device_id given to init_process_group, which
-  new_group inherits; or a process without CUDA: only CPU tensors can come), init_process_group
-  and new_group form it, as NCCL's backend does given a device_id, and the first call costs
-  what the others do; otherwise the first call with such tensors forms it (the ranks of a group
-  make their calls in the same order).
-- Work objects (actorcc._torch_work): CPU calls run on one worker thread per group in issue
-  order, as gloo's do (async_op=True and DDP's bucket all-reduces overlap the caller), except a
-  blocking call finding nothing queued, which runs in the caller's thread; CUDA
-  calls are enqueued on the caller's current stream (where NCCL's backend uses its own stream
-  and makes the current one wait); the result is ordered after the call on that stream either
-  way, and wait() orders the stream current at wait() after it, as NCCL's does. A failed
-  call's error (a peer that died, stalled past the timeout, aborted or made a mismatched call,
-  each named) is raised by its Work's wait() and is_completed() and is the exception of its
-  future, which DDP's comm hooks chain on; a CUDA future completes when the call is enqueued
-  (as NCCL's), and what the kernels find later is the communicator's error, raised by wait(),
-  is_completed() and every later call.
-- "cpu:gloo,cuda:actorcc": torch replaces the whole group by a Python ProcessGroup that a
-  backend creator returns (its other devices' backends are dropped), so this group routes CPU
-  tensors itself: where the group's backend string maps "cpu" to another backend, the first
-  call with CPU tensors creates that backend (gloo) over the group's store and every call with
-  CPU tensors goes there; CUDA tensors stay on actorcc.
-- batch_isend_irecv: the group says it coalesces, so torch hands it the whole batch, which
-  runs as one actorcc batch_send_recv (any pattern completes); plain send/recv block.
-- torch versions: 2.5 to 2.11 and 2.15 (docs/torch.md has the table). register_backend(name,
-  fn, devices=...) is the same in all, and a repeated registration is skipped. Before 2.7 torch
-  keeps only the C++ half of a Work returned to it (see _torch_work._KEPT).
-- torch.distributed.shrink_group (2.11, 2.15) needs a C++ Backend and cannot reach this Python
-  group: shrink_group(group, exclude) below is the alternative (docs/torch.md).
-- Supported: allreduce (and coalesced), allgather / all_gather_into_tensor (and coalesced),
-  reduce_scatter / reduce_scatter_tensor (and coalesced), broadcast, reduce, barrier, send,
-  recv, alltoall / alltoall_base (all_to_all_single, with splits), gather, scatter. Reduce ops
-  SUM, PRODUCT, MIN, MAX, AVG (PREMUL_SUM is refused). Dtypes: those torch's NCCL backend takes,
-  with its semantics (bool reductions as logical or / and, float8 moved as bytes, complex as its
-  real view: actorcc._torch_dtypes); the rest is refused with a TypeError, as there. Send/recv
-  tags must be 0. A call refused here (another op, a dtype, a tag, several tensors per process)
-  is refused through the group, as the communicator refuses a bad argument: the others' calls
-  raise at once, naming this rank.
-"""
+"""ActorccProcessGroup: the Python torch.distributed ProcessGroup of the "actorcc" backend, its
+communicators (one per device type), its refusals, its collectives and suspend/resume; the
+CPU side of a "cpu:gloo,cuda:actorcc" group routed to gloo (see the package's docstring)."""
 from __future__ import annotations
 
 import datetime
 import functools
 import math
-import os
-import sys
 import threading
 import time
 
 import torch
 import torch.distributed as dist
 
-from . import _tensors as T
-from . import _torch_dtypes as D
-from ._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
-from ._torch_work import DeviceWork, DoneWork, HostQueue, HostWork, current_stream, record_event
-from .communicator import Communicator
+from .. import _tensors as T
+from .._actorcc import InvalidArgumentError, UniqueId, UnsupportedError
+from ..communicator import Communicator
+from . import dtypes as D
+from ._args import _blocking, _first_tensor, _flat
+from .p2p import P2PCalls
+from .work import DeviceWork, DoneWork, HostQueue, HostWork, current_stream, record_event
 
-__all__ = ["BACKEND_NAME", "register", "ActorccProcessGroup"]
+__all__ = ["BACKEND_NAME", "ActorccProcessGroup"]
 
 BACKEND_NAME = "actorcc"
 _STORE_KEY = "actorcc_uid"
@@ -89,12 +37,6 @@ _FAST = hasattr(dist.AllreduceOptions().reduceOp, "op")
 _ALL_REDUCE = T.ALL_REDUCE
 
 
-def _blocking(opts):
-    """Whether torch waits on this call's Work at once (dist.* without async_op: torch 2.7 and
-    later say so in opts.asyncOp; before, every call counts as asynchronous)."""
-    return opts is not None and getattr(opts, "asyncOp", True) is False
-
-
 def _op_name(op):
     """actorcc's name of torch reduce op `op`; None where actorcc has none."""
     for name, ours in _OPS.items():
@@ -104,25 +46,13 @@ def _op_name(op):
     return None
 
 
-def _flat(t):
-    return t.reshape(-1)
-
-
-def _first_tensor(x):
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            t = _first_tensor(y)
-            if t is not None:
-                return t
-    return None
-
-
-def _device_routed(method):
+def _device_routed(method=None, *, name=None):
     """A collective whose CPU tensors go to the group's CPU backend where the backend string
-    names one (cpu:gloo,...): the same call, by the same name, on that backend."""
-    name = method.__name__
+    names one (cpu:gloo,...): the same call, by the same name (or by `name`, for a method
+    defined under another: @_device_routed(name="allreduce")), on that backend."""
+    if method is None:
+        return functools.partial(_device_routed, name=name)
+    name = name or method.__name__
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
@@ -149,41 +79,7 @@ def _cpu_backend_name(pg):
     return None
 
 
-class _DeferredP2P(HostWork):
-    """A send or recv not yet issued (see ActorccProcessGroup._flush_p2p): wait() issues it
-    with every other deferred one and then waits for that batch; its future completes with
-    the batch's outcome."""
-
-    def __init__(self, pg, result):
-        super().__init__(result, pg._rank_)
-        self._pg, self._batch = pg, None
-
-    def _issued(self, batch):
-        """`batch`: the Work of the batch this op was issued in."""
-        self._batch = batch
-
-        def relay(f):
-            try:
-                f.wait()
-            except Exception as e:  # noqa: BLE001 - the batch's error is this op's
-                self._complete(e)
-                return
-            self._complete()
-        batch.get_future().add_done_callback(relay)
-
-    def wait(self, timeout=None):
-        if self._batch is None:
-            self._pg._flush_p2p()
-        return self._batch.wait(timeout)
-
-    def is_completed(self):
-        return self._batch is not None and self._batch.is_completed()
-
-    def is_success(self):
-        return self._batch is not None and self._batch.is_success()
-
-
-class ActorccProcessGroup(dist.ProcessGroup):
+class ActorccProcessGroup(P2PCalls, dist.ProcessGroup):
     """A torch.distributed process group whose calls run on actorcc communicators."""
 
     def __init__(self, store, rank, size, timeout):
@@ -255,7 +151,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
             try:
                 self._store.wait([key], datetime.timedelta(seconds=max(left, 0.001)))
             except Exception as cause:  # noqa: BLE001 - torch's store raises its own types on a timeout
-                from ._actorcc import TimeoutError as _Timeout
+                from .._actorcc import TimeoutError as _Timeout
                 e = _Timeout(f"actorcc torch backend: rank {self._rank_}: rank 0 did not create the group's {kind} "
                              f"communicator within the group's timeout of {self._timeout:g} s (rank 0 creates it in "
                              f"init_process_group or new_group where the group's device is known there, else on its "
@@ -316,7 +212,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
 
     def _w(self, t):
         """t as the communicator takes it (t or a view of its memory: bool and float8 as uint8,
-        complex as its real view; actorcc._torch_dtypes); a dtype NCCL's backend refuses too is
+        complex as its real view; actorcc.torch.dtypes); a dtype NCCL's backend refuses too is
         refused through the group."""
         w, e = D.wire(t, self._rank_)
         if e is not None:
@@ -342,7 +238,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         """Runs call(comm) on the communicator of `ref`'s device type and returns its Work:
         CPU calls go to the group's queue (their Work raises their error), or run now where torch
         waits on them at once and nothing is queued; CUDA calls are enqueued on the current stream
-        now (see actorcc._torch_work)."""
+        now (see actorcc.torch.work)."""
         comm = self._comm(ref)
         if not ref.is_cuda:
             queue = self._host_queue()
@@ -382,8 +278,10 @@ class ActorccProcessGroup(dist.ProcessGroup):
             return self._queue
 
     # ---- collectives ------------------------------------------------------------------------
-    @_device_routed
-    def allreduce(self, tensors, opts=None):
+    # allreduce is two methods: the hot path below, and this general one it falls back to, which
+    # routes CPU tensors by torch's name for the call and makes every refusal.
+    @_device_routed(name="allreduce")
+    def _allreduce(self, tensors, opts=None):
         ops = [self._red(opts, t, "all_reduce") for t in tensors]
         wires = [self._w(t) for t in tensors]
 
@@ -393,8 +291,6 @@ class ActorccProcessGroup(dist.ProcessGroup):
                 comm.all_reduce(r, op=op)
                 D.settle(w, r, t.dtype)
         return self._issue(tensors[0], call, tensors, opts)
-
-    _allreduce = allreduce  # the general path, under the name torch routes by
 
     def allreduce(self, tensors, opts=None):
         """The hot path (one contiguous tensor of a supported dtype and op, the group's
@@ -531,71 +427,7 @@ class ActorccProcessGroup(dist.ProcessGroup):
         work._event.synchronize()
         return work
 
-    # batch_isend_irecv: torch coalesces the ops of a batch for backends that say they can
-    # (asking _get_backend(device)); between _start_coalescing and _end_coalescing send and
-    # recv only collect, and the batch runs as one actorcc batch_send_recv, so any pattern of
-    # them completes. Outside such a batch (torch before 2.6 issues a CPU batch op by op, as
-    # isend/irecv) a send or recv is deferred: its Work's wait() or the next collective issues
-    # every deferred one as one batch, so isend/irecv rings complete, and a blocking send/recv
-    # (torch waits on it at once) runs alone.
-    supports_coalescing = True
     supports_splitting = False  # new_group makes its own group (torch 2.5 asks the backend)
-
-    def _get_backend(self, device):
-        return self  # this one object serves every device of the group
-
-    def _start_coalescing(self, device):
-        self._batch = []
-
-    def _end_coalescing(self, device):
-        self._flush_p2p()
-        batch, self._batch = self._batch, None
-        if not batch:
-            return DoneWork([])
-        tensors = [t for _, t, _ in batch]
-        other = self._cpu_backend() if not batch[0][1].is_cuda else None
-        if other is not None:  # the CPU backend's sends and receives are asynchronous: all at once
-            works = [(other.send if k == "send" else other.recv)([t], peer, 0) for k, t, peer in batch]
-            for w in works:
-                w.wait()
-            return DoneWork(tensors)
-        return self._issue(batch[0][1], lambda comm: comm.batch_send_recv(batch), tensors)
-
-    def _p2p(self, kind, tensors, peer, tag):
-        t = self._check_one(tensors, kind)
-        if tag:
-            self._refuse(t, InvalidArgumentError(f"actorcc torch backend: send/recv tags are not supported (got tag {tag})"))
-        w = self._w(t)
-        if self._batch is not None:
-            self._batch.append((kind, _flat(w), peer))
-            return DoneWork(tensors)  # torch waits on the batch's Work (_end_coalescing)
-        if not t.is_cuda and self._cpu_backend() is not None:
-            return getattr(self._cpu_backend(), kind)(tensors, peer, tag)
-        work = _DeferredP2P(self, tensors)
-        self._deferred.append((kind, _flat(w), peer, work))
-        return work
-
-    def _flush_p2p(self):
-        """Issues the deferred sends and receives, in order, as one batch per device type."""
-        pending, self._deferred = self._deferred, []
-        while pending:
-            cuda = pending[0][1].is_cuda
-            run = [p for p in pending if p[1].is_cuda == cuda]
-            pending = [p for p in pending if p[1].is_cuda != cuda]
-            ops = [(k, t, peer) for k, t, peer, _ in run]
-            batch = self._issue(run[0][1], lambda comm, ops=ops: comm.batch_send_recv(ops), [t for _, t, _ in ops])
-            for *_, work in run:
-                work._issued(batch)
-
-    def send(self, tensors, dst, tag=0):
-        return self._p2p("send", tensors, dst, tag)
-
-    def recv(self, tensors, src, tag=0):
-        return self._p2p("recv", tensors, src, tag)
-
-    def recv_anysource(self, tensors, tag=0):
-        self._refuse(_first_tensor(tensors), UnsupportedError(
-            "actorcc torch backend: recv from any source is not supported; name the source rank"))
 
     @_device_routed
     def alltoall_base(self, output, tensor, output_split_sizes, input_split_sizes, opts=None):
@@ -732,179 +564,3 @@ def _timeout_of(timeout):
 
 def _default_pg_timeout():
     return getattr(dist.constants, "default_pg_timeout", datetime.timedelta(minutes=30))
-
-
-def shrink_group(group, exclude, join_timeout=None):
-    """The "actorcc" backend's answer to torch.distributed.shrink_group, which cannot reach a
-    Python process group (docs/torch.md): a new ActorccProcessGroup of `group`'s ranks except
-    `exclude` (ranks of `group`), renumbered in order, whose communicators are the old ones shrunk
-    (Communicator.shrink: it works after a rank died, and never waits for an excluded one). Every
-    survivor calls it with the same list. The new group is used through its methods
-    (`new.allreduce([t]).wait()`); torch's group registry does not know it. A device kind the old
-    group never used gets its communicator through the old group's store, which must still be
-    alive then (with torch's TCPStore: the process of the old rank 0)."""
-    ex = sorted({int(r) for r in exclude})
-    survivors = [r for r in range(group.size()) if r not in ex]
-    if group.rank() not in survivors:
-        raise ValueError(f"actorcc shrink_group: rank {group.rank()} is in the exclude list {ex}")
-    store = dist.PrefixStore(f"actorcc_shrunk/{','.join(map(str, ex))}/", group._store)
-    new = ActorccProcessGroup(store, survivors.index(group.rank()), len(survivors), group._timeout)
-    with group._lock:
-        for kind in sorted(group._comms):  # the same order on every survivor
-            new._comms[kind] = group._comms[kind].shrink(ex, join_timeout)
-    return new
-
-
-def _create_from(opts, backend_options=None):
-    """The creator torch calls with its extended arguments (register()): those of _create, and
-    the group torch made for this one, whose bound device (init_process_group's or new_group's
-    device_id) tells which communicator to form at once."""
-    torch_pg = getattr(opts, "process_group", None)
-    pg = _create(opts.store, opts.group_rank, opts.group_size, opts.timeout, _eager_device(torch_pg))
-    bound = getattr(torch_pg, "bound_device_id", None)
-    if bound is not None:
-        # torch bound the device to the group it made, which this one replaces: bound here too,
-        # new_group inherits it (and forms its communicator at once) as with NCCL's groups
-        pg.bound_device_id = bound
-    return pg
-
-
-def _eager_device(torch_pg):
-    """The device whose communicator a new group forms at its creation, as torch's NCCL backend
-    does given a device_id, so that the group's first call costs what the others do (forming a
-    communicator costs a join of every rank: at 16 ranks on CPU the first call took 233-425 ms
-    against gloo's 55-95). `torch_pg` is the group torch made before asking this backend for its
-    own (None in a torch that does not pass it: then nothing is known). The device is known
-    where torch bound one (device_id: a CUDA device, or the CPU), or where this process has no
-    CUDA (only CPU tensors can come); the CPU side only where no other backend serves it (with
-    "cpu:gloo,cuda:actorcc" torch has made gloo for it before asking this one). None: each
-    communicator is formed on the first call with its device type's tensors."""
-    if torch_pg is None:
-        return None
-    bound = getattr(torch_pg, "bound_device_id", None)
-    if bound is not None and bound.type == "cuda":
-        return bound
-    if bound is not None and bound.type != "cpu" or bound is None and torch.cuda.is_available():
-        return None  # CPU and CUDA tensors alike may come first
-    try:
-        torch_pg._get_backend(torch.device("cpu"))
-        return None  # another backend serves CPU tensors
-    except RuntimeError:  # torch: "No backend type associated with device type cpu"
-        return torch.device("cpu")
-
-
-def _create(store, rank, size, timeout, device=None):
-    # With "cpu:gloo,cuda:actorcc" torch has just built a gloo backend for the group, which it
-    # drops once this returns; a rank that dropped it while another was still connecting broke
-    # the other's gloo setup (torch 2.5: "connectFullMesh failed ... closed by peer"). So every
-    # rank leaves only once all have got here, through the group's store. Each rank leaves its
-    # world size under its own key and counts itself under its size too, so a rank that waits can
-    # say who is missing (every few seconds, and in the error at the timeout), and every rank
-    # sees at once that a rank of another size has arrived (the group count passes its own
-    # size's): the mistake of one rank fails them all, naming it, not only itself.
-    secs = _timeout_of(timeout)
-    store.set(f"actorcc_created/{rank}", str(size))
-    store.add(f"actorcc_created_as/{size}", 1)  # before the group count: see _sizes_differ
-    store.add("actorcc_created", 1)
-    t0 = time.monotonic()
-    next_note = t0 + 5
-    while True:
-        arrived = int(store.add("actorcc_created", 0))
-        if _sizes_differ(store, size, arrived):
-            raise _world_mismatch(store, rank, size)
-        if arrived >= size:
-            break
-        now = time.monotonic()
-        if now > next_note or now - t0 > secs:
-            keys = [f"actorcc_created/{r}" for r in range(size)]
-            missing = [r for r, k in enumerate(keys) if not store.check([k])]
-            if any(int(store.get(k)) != size for r, k in enumerate(keys) if r not in missing):
-                raise _world_mismatch(store, rank, size)
-            text = (f"rank(s) {', '.join(map(str, missing)) or '?'} of {size} have not created the group "
-                    f"({size - len(missing)} have)")
-            if now - t0 > secs:
-                from ._actorcc import TimeoutError as _Timeout
-                e = _Timeout(f"actorcc torch backend: rank {rank}: {text} within the group's timeout of {secs:g} s")
-                e.rank = e.observer_rank = rank
-                e.culprit = missing[0] if missing else -1
-                raise e
-            # the library's log line (common/log.cpp): UTC time of day to the microsecond
-            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S.%f")
-            print(f"[actorcc WARN pid {os.getpid()} {stamp}] actorcc torch backend: rank {rank}: still waiting: {text}",
-                  file=sys.stderr, flush=True)
-            next_note = now + 10
-        time.sleep(0.005)
-    pg = ActorccProcessGroup(store, rank, size, timeout)
-    if device is not None:  # the group's device is known: its communicator is formed now
-        pg._make_comm(device.type, device.index if device.type == "cuda" else "cpu")
-    return pg
-
-
-def _sizes_differ(store, size, arrived):
-    """Whether a rank of another world size is among the `arrived` ones: each rank counts itself
-    under its size before the group count, so every counted rank of this size is counted there."""
-    return arrived > int(store.add(f"actorcc_created_as/{size}", 0))
-
-
-def _world_mismatch(store, rank, size):
-    """The InvalidArgumentError of ranks that disagree on the world size, the same verdict on every
-    rank: the culprits are the ranks whose size differs from the most ranks' (on a tie, from this
-    rank's). The smallest size given is as many ranks as surely exist, so their sizes are awaited
-    (briefly) before the verdict: the rank at fault may be the first to see the disagreement."""
-    sizes = {rank: size}
-    give_up = time.monotonic() + 2
-    try:
-        while True:
-            want = min(sizes.values())
-            for r in range(want):
-                k = f"actorcc_created/{r}"
-                if r not in sizes and store.check([k]):
-                    sizes[r] = int(store.get(k))
-            if all(r in sizes for r in range(min(sizes.values()))) or time.monotonic() > give_up:
-                break
-            time.sleep(0.005)
-    except Exception:  # noqa: BLE001 - the store's host may be gone already: judge by what was read
-        pass
-    counts = {}
-    for n in sizes.values():
-        counts[n] = counts.get(n, 0) + 1
-    common = max(counts, key=lambda n: (counts[n], n == size))
-    culprits = sorted(r for r, n in sizes.items() if n != common)
-    e = InvalidArgumentError(
-        f"actorcc torch backend: rank {rank}: the ranks disagree on the world size: this rank has {size}, "
-        + ", ".join(f"rank {r} has {n}" for r, n in sorted(sizes.items()) if r != rank and n != size)
-        + f"; the most ranks have {common}, so the one(s) at fault: {', '.join(map(str, culprits))}")
-    e.rank = e.observer_rank = rank
-    e.culprit = culprits[0] if culprits else -1
-    _wait_for_verdicts(store, rank)
-    return e
-
-
-def _wait_for_verdicts(store, rank):
-    """Each rank counts its verdict; rank 0 waits (briefly) for those of every rank that has
-    arrived before it raises: a store that rank 0's process hosts ends with the failed init, and
-    a rank still reading the others' sizes would then get torch's network error instead."""
-    try:
-        store.add("actorcc_created_verdicts", 1)
-        give_up = time.monotonic() + 2
-        while rank == 0 and time.monotonic() < give_up:
-            if int(store.add("actorcc_created_verdicts", 0)) >= int(store.add("actorcc_created", 0)):
-                return
-            time.sleep(0.005)
-    except Exception:  # noqa: BLE001 - best effort: the verdict stands either way
-        pass
-
-
-def register():
-    """Registers the backend with torch.distributed (devices cpu and cuda). Idempotent: a worker
-    that imports actorcc.torch again (or two packages that both register it) is fine."""
-    if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, BACKEND_NAME.upper()):
-        return BACKEND_NAME
-    try:  # the extended arguments carry the group's device (_create_from)
-        dist.Backend.register_backend(BACKEND_NAME, _create_from, extended_api=True, devices=["cpu", "cuda"])
-    except TypeError:  # torch without the devices= keyword
-        dist.Backend.register_backend(BACKEND_NAME, _create_from, extended_api=True)
-    return BACKEND_NAME
-
-
-register()

@@ -1,4 +1,4 @@
-"""The TensorTransportManager behind actorcc.ray_transport (Ray 2.60, ray/experimental/rdt/).
+"""The TensorTransportManager behind actorcc.ray.direct_transport (Ray 2.60, ray/experimental/rdt/).
 
 Shape of a transfer, as Ray orchestrates a two-sided transport: the driver (the objects' owner)
 calls get_communicator_metadata(src, dst); Ray then runs send_multiple_tensors in the source
@@ -32,10 +32,10 @@ from ray.experimental.rdt.tensor_transport_manager import (
     TensorTransportMetadata,
 )
 
-from ._actorcc import Error, InvalidArgumentError, RemoteError
-from . import _ray_uid_store as _store
-from .communicator import Communicator, P2POp
-from .ray_transport import TRANSPORT_NAME
+from .._actorcc import Error, InvalidArgumentError, RemoteError
+from . import uid_store as _store
+from ..communicator import Communicator, P2POp
+from .direct_transport import TRANSPORT_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from . import _tensors as T
-from ._actorcc import InvalidArgumentError
+from .. import _tensors as T
+from .._actorcc import InvalidArgumentError
 
 
 class DtypeError(InvalidArgumentError, TypeError):

@@ -24,8 +24,8 @@ import json
 import threading
 import time
 
-from ._actorcc import InvalidArgumentError, RemoteError
-from ._actorcc import TimeoutError as _ActorccTimeout
+from .._actorcc import InvalidArgumentError, RemoteError
+from .._actorcc import TimeoutError as _ActorccTimeout
 
 _NS = "actorcc"
 _POLL_S = 0.02

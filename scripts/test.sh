@@ -61,7 +61,10 @@ echo "== pytest"
 export ACTORCC_BENCH="$PWD/$BUILD/tools/bench/actorcc-bench"
 out="$BUILD/pytest.out"
 rc=0
-python3 -m pytest -q -p no:cacheprovider --rootdir "$PWD" "$PWD/tests/python" 2>&1 | tee "$out" || rc=$?
+# Two pytest-xdist workers (PYTEST_WORKERS): most tests wait on processes they started, so two
+# run side by side on 2 cores; the Ray tests keep to one worker (tests/python/conftest.py).
+python3 -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadgroup --rootdir "$PWD" \
+  "$PWD/tests/python" 2>&1 | tee "$out" || rc=$?
 count_pytest "$out" "$rc"
 [ "$rc" = 0 ] || exit "$rc"
 scratch_after=$(find "$tmp" -maxdepth 1 -name 'bench-cli-*' | wc -l)

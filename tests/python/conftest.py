@@ -22,6 +22,16 @@ os.environ.pop("RAY_ADDRESS", None)
 os.environ["RAY_TMPDIR"] = RAY_TMPDIR
 
 
+def pytest_collection_modifyitems(config, items):
+    # scripts/test.sh runs the suite in two pytest-xdist workers (--dist loadgroup). The tests that
+    # start a Ray cluster (marked "ray", and the README's snippets, some of which are Ray
+    # programs) share one worker and run one after another there: two local clusters on a 2-core
+    # machine each start a dozen processes, and a cluster's start-up is what their bounds allow for.
+    for item in items:
+        if item.get_closest_marker("ray") or item.module.__name__.rsplit(".", 1)[-1] == "test_readme":
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     for k, v in USER_RAY_ENV.items():
         if v is None:

@@ -12,7 +12,7 @@
 set -euo pipefail
 PY=${PYTHON:-python3}
 # pip requirement -> module it provides
-reqs=("scikit-build-core>=0.10=scikit_build_core" "nanobind>=2.0=nanobind" "numpy=numpy" "pytest=pytest" "pytest-xdist=xdist"
+reqs=("scikit-build-core>=0.10=scikit_build_core" "nanobind>=2.0=nanobind" "numpy=numpy" "pytest=pytest"
       "ml_dtypes=ml_dtypes" "matplotlib=matplotlib" "ray=ray")
 missing=()
 for r in "${reqs[@]}"; do
@@ -26,4 +26,4 @@ if [ "${ACTORCC_CI_TORCH:-1}" = 1 ] && ! "$PY" -c "import torch" 2>/dev/null; th
   echo "== installing with pip: torch (~5.3 GB installed with its CUDA stack, ~2 min; ACTORCC_CI_TORCH=0 skips it)"
   timeout 900 "$PY" -m pip install --disable-pip-version-check -q torch || echo "torch did not install: its tests skip"
 fi
-"$PY" -c "import nanobind, scikit_build_core, numpy, pytest, xdist, ml_dtypes, matplotlib, ray; print('python deps ok: ray', ray.__version__)"
+"$PY" -c "import nanobind, scikit_build_core, numpy, pytest, ml_dtypes, matplotlib, ray; print('python deps ok: ray', ray.__version__)"

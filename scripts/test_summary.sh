@@ -26,20 +26,22 @@ _num() { { grep -E "[0-9]+ $2" "$1" | tail -1 | grep -oE "[0-9]+ $2" | head -1 |
 # count_ctest FILE RC: ctest's "N% tests passed, F tests failed out of T", less its skipped tests.
 count_ctest() {
   local line total f s
-  if line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1); then
-    total=${line##* out of } f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  # "100% tests passed, 0 tests failed out of N"; CMake 4 leaves out a zero: "100% tests passed out of N"
+  if line=$(grep -E '^[0-9]+% tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$1" | tail -1); then
+    total=${line##* out of } f=0
+    [[ $line == *failed* ]] && f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
     s=$(grep -cE '^\s*[0-9]+ - .*\(Skipped\)$' "$1" || true)
     count ctest $((total - f - s)) "$f" "$s"
   else
     count ctest 0 1 0  # no count at all: ctest itself failed
   fi
 }
-# count_pytest FILE RC: pytest's closing "... N passed, N failed, N skipped, N errors in Ts".
+# count_pytest FILE RC [NAME]: pytest's closing "... N passed, N failed, N skipped, N errors in Ts".
 count_pytest() {
   local p f s
   p=$(_num "$1" passed) f=$(($(_num "$1" failed) + $(_num "$1" 'errors?'))) s=$(_num "$1" skipped)
   [ "$2" = 0 ] || [ "$f" -gt 0 ] || f=1  # failed without a count (a crash, an interrupt)
-  count pytest "$p" "$f" "$s"
+  count "${3:-pytest}" "$p" "$f" "$s"
 }
 # count_gtest NAME FILE RC: gtest's "[  PASSED  ] N tests" / "[  FAILED  ] N tests" lines, one
 # per libFuzzer target that finished ("Done N runs"), and one per case of the libnccl.so.2

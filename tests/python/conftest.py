@@ -23,13 +23,12 @@ os.environ["RAY_TMPDIR"] = RAY_TMPDIR
 
 
 def pytest_collection_modifyitems(config, items):
-    # scripts/test.sh runs the suite in two pytest-xdist workers (--dist loadgroup). The tests that
-    # start a Ray cluster (marked "ray", and the README's snippets, some of which are Ray
-    # programs) share one worker and run one after another there: two local clusters on a 2-core
-    # machine each start a dozen processes, and a cluster's start-up is what their bounds allow for.
+    # scripts/test.sh runs the tests marked "ray" in a pytest of their own beside the others' (-m
+    # ray / -m "not ray"): one local Ray cluster at a time on a 2-core machine. The README's
+    # snippets go with them: some are Ray programs.
     for item in items:
-        if item.get_closest_marker("ray") or item.module.__name__.rsplit(".", 1)[-1] == "test_readme":
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        if item.module.__name__.rsplit(".", 1)[-1] == "test_readme":
+            item.add_marker(pytest.mark.ray)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -47,3 +47,10 @@ def test_a_step_without_counts_is_one_failure_and_no_skips_no_skip_field(tmp_pat
                  {"_dir": tmp_path, "ctest.out": "100% tests passed, 0 tests failed out of 5\n",
                   "pytest.out": "Traceback (most recent call last):\nKeyboardInterrupt\n"})
     assert lines[-1] == "5 passed, 1 failed"
+
+
+def test_cmake4s_ctest_line_without_failures_is_counted(tmp_path):
+    # CMake 4's ctest leaves out "0 tests failed": "100% tests passed out of N"
+    lines = _run("count_ctest ctest.out 0",
+                 {"_dir": tmp_path, "ctest.out": "100% tests passed out of 401\n\nLabel Time Summary:\n"})
+    assert lines[-1] == "401 passed, 0 failed"

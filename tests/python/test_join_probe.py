@@ -43,7 +43,9 @@ def test_sampler_lists_the_joining_threads_waits(tmp_path, nccl_lib):
             assert any(r[0] == "main" for r in rows), rows
             for who, start, ms, state, what in rows:
                 assert ms >= 1 or state == "D", rows
-                assert state in "RSDTtZ" and what and start > -100, rows
+                # a run may begin in the sampler's lead-in before the joins (the main thread
+                # waiting on its pipe for GO): 0.1 s there was once exceeded on a loaded machine
+                assert state in "RSDTtZ" and what and start > -1000, rows
 
 
 def test_a_rank_that_dies_is_named(tmp_path, nccl_lib):

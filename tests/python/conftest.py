@@ -22,15 +22,6 @@ os.environ.pop("RAY_ADDRESS", None)
 os.environ["RAY_TMPDIR"] = RAY_TMPDIR
 
 
-def pytest_collection_modifyitems(config, items):
-    # scripts/test.sh runs the tests marked "ray" in a pytest of their own beside the others' (-m
-    # ray / -m "not ray"): one local Ray cluster at a time on a 2-core machine. The README's
-    # snippets go with them: some are Ray programs.
-    for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] == "test_readme":
-            item.add_marker(pytest.mark.ray)
-
-
 def pytest_sessionfinish(session, exitstatus):
     for k, v in USER_RAY_ENV.items():
         if v is None:

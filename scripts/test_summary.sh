@@ -36,12 +36,12 @@ count_ctest() {
     count ctest 0 1 0  # no count at all: ctest itself failed
   fi
 }
-# count_pytest FILE RC [NAME]: pytest's closing "... N passed, N failed, N skipped, N errors in Ts".
+# count_pytest FILE RC: pytest's closing "... N passed, N failed, N skipped, N errors in Ts".
 count_pytest() {
   local p f s
   p=$(_num "$1" passed) f=$(($(_num "$1" failed) + $(_num "$1" 'errors?'))) s=$(_num "$1" skipped)
   [ "$2" = 0 ] || [ "$f" -gt 0 ] || f=1  # failed without a count (a crash, an interrupt)
-  count "${3:-pytest}" "$p" "$f" "$s"
+  count pytest "$p" "$f" "$s"
 }
 # count_gtest NAME FILE RC: gtest's "[  PASSED  ] N tests" / "[  FAILED  ] N tests" lines, one
 # per libFuzzer target that finished ("Done N runs"), and one per case of the libnccl.so.2
